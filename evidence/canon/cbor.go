@@ -31,8 +31,8 @@ func mustDecMode() cbor.DecMode {
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
 		IndefLength:      cbor.IndefLengthForbidden,
 		TagsMd:           cbor.TagsForbidden,
-		MaxNestedLevels:  DefaultMaxDepth + 1, // the top-level item counts as a level
-		MaxArrayElements: 1<<31 - 1,           // bounded by the input size instead
+		MaxNestedLevels:  DefaultMaxDepth,
+		MaxArrayElements: 1<<31 - 1, // bounded by the input size instead
 		MaxMapPairs:      1<<31 - 1,
 		IntDec:           cbor.IntDecConvertNone,
 		DefaultMapType:   reflect.TypeFor[map[any]any](),

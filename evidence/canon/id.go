@@ -69,7 +69,7 @@ func ParseID(s string) (ID, error) {
 	for i := len(IDPrefix); i < len(s); i++ {
 		c := s[i]
 		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return id, errAt(i, ErrIDEncoding, "character %q is not in the base64url alphabet", c)
+			return id, errAt(i, ErrIDEncoding, "%s is not in the base64url alphabet", describeByte([]byte(s), i))
 		}
 	}
 	n, err := b64.Decode(id[:], []byte(s[len(IDPrefix):]))
