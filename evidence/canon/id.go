@@ -3,6 +3,7 @@ package canon
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
 
 	"github.com/zeebo/blake3"
 )
@@ -85,4 +86,16 @@ func quoteShort(s string) string {
 		return fmt.Sprintf("got %q…", s[:16])
 	}
 	return fmt.Sprintf("got %q", s)
+}
+
+// SumReader returns the ContentId of everything r yields, read in a
+// streaming fashion with no size limit.
+func SumReader(r io.Reader) (ID, error) {
+	h := blake3.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return ID{}, err
+	}
+	var id ID
+	h.Sum(id[:0])
+	return id, nil
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/cordon-dev/cordon/conformance"
+	"github.com/cordon-dev/cordon/evidence/canon"
+)
+
+// runDemo is the main job on embedded defaults: it canonicalizes and
+// addresses the sample evidence of the embedded conformance pack, shows
+// what cordon refuses, then runs the whole pack.
+func runDemo(e *env, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("demo: unexpected argument %q", args[0])
+	}
+	files, err := conformance.Load(conformance.V1())
+	if err != nil {
+		return fmt.Errorf("embedded vectors: %w", err)
+	}
+	sample := func(id string) []byte {
+		for _, f := range files {
+			for _, v := range f.Vectors {
+				if v.ID == id {
+					b, _ := v.Bytes()
+					return b
+				}
+			}
+		}
+		return nil
+	}
+	w := e.stdout
+	fmt.Fprintln(w, "cordon demo: the canonical evidence core")
+	fmt.Fprintln(w)
+
+	for _, s := range []struct{ title, id string }{
+		{"grant set", "C1-001-grant-set"},
+		{"unit descriptor", "C1-002-unit-descriptor"},
+		{"attestation core", "C1-004-attestation-core"},
+	} {
+		in := sample(s.id)
+		v, err := canon.Parse(in)
+		if err != nil {
+			return fmt.Errorf("%s sample: %w", s.title, err)
+		}
+		jcs := v.AppendJCS(nil)
+		cb, err := v.CBOR()
+		if err != nil {
+			return fmt.Errorf("%s sample: %w", s.title, err)
+		}
+		fmt.Fprintf(w, "%s (%d bytes of JSON as written)\n", s.title, len(in))
+		fmt.Fprintf(w, "  JCS        %d bytes  %s\n", len(jcs), canon.Sum(jcs))
+		fmt.Fprintf(w, "  det-CBOR   %d bytes  %s\n", len(cb), canon.Sum(cb))
+	}
+	rc := sample("C1-003-receipt-core")
+	if err := canon.CheckCBOR(rc); err != nil {
+		return fmt.Errorf("receipt core sample: %w", err)
+	}
+	fmt.Fprintf(w, "receipt core (%d bytes of deterministic CBOR)\n", len(rc))
+	fmt.Fprintf(w, "  verified   decoded strictly, re-encoded, bytes equal  %s\n", canon.Sum(rc))
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(w, "refused, never rounded or fixed up:")
+	for _, bad := range []string{
+		`{"energy_uj": 1.5}`,
+		`{"start_ns": 1764480000123456789}`,
+		`{"tier": "S2", "tier": "S0"}`,
+		`{"exit": -0}`,
+		`{"path": "\udc00"}`,
+	} {
+		_, err := canon.Parse([]byte(bad))
+		if err == nil {
+			return fmt.Errorf("demo: %s was accepted", bad)
+		}
+		fmt.Fprintf(w, "  %-36s %v\n", bad, err)
+	}
+	for _, bad := range []string{"b3:rxNJufX5oaagQE3qNtzJSZvLJcmtwRK3zJqTyuQfMmJ", "sha256:rxNJufX5oaagQE3qNtzJSZvLJcmtwRK3zJqTyuQfMmI"} {
+		_, err := canon.ParseID(bad)
+		if err == nil {
+			return fmt.Errorf("demo: %s was accepted", bad)
+		}
+		fmt.Fprintf(w, "  %-36s %v\n", bad[:min(len(bad), 34)]+"…", err)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "conformance pack (embedded v1):")
+	return runPack(e, conformance.V1(), "embedded v1 vectors", conformance.Options{})
+}

@@ -1,0 +1,202 @@
+// Command cordon is the command-line interface of cordon, a governed
+// runtime for AI agents. Every verb is a thin call into a package; this
+// file holds what they share: dispatch, flags, input and the error format.
+//
+// Exit status: 0 on success, 1 on a failed check or refused input, 2 on a
+// usage error. Errors are one line, "cordon: error: …", optionally followed
+// by one line "cordon: hint: …".
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// env is what a verb may touch: its streams. Verbs never call os.Exit.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+type verb struct {
+	name, args, summary string
+	run                 func(e *env, args []string) error
+}
+
+func verbs() []verb {
+	return []verb{
+		{"demo", "", "canonicalize and address sample evidence, then run the conformance pack", runDemo},
+		{"canon", "jcs|cbor|id [flags] [FILE|-]", "canonical forms and ContentIds of JSON documents", runCanon},
+		{"conformance", "[--vectors DIR] [--class C1,…]", "run the conformance vectors", runConformance},
+		{"version", "", "print the version", runVersion},
+		{"help", "", "print this help", nil},
+	}
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		usage(stderr)
+		return report(stderr, usageErrorf("missing command"))
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+		usage(stdout)
+		return 0
+	}
+	for _, v := range verbs() {
+		if v.name == name && v.run != nil {
+			return report(stderr, v.run(e, args[1:]))
+		}
+	}
+	return report(stderr, &usageError{msg: fmt.Sprintf("unknown command %q", name), hint: "run 'cordon help' for the list of commands"})
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: cordon <command> [arguments]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, v := range verbs() {
+		fmt.Fprintf(w, "  %-12s %-36s %s\n", v.name, v.args, v.summary)
+	}
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg, hint string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// hintError carries a hint line for the person at the terminal.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+func withHint(err error, hint string) error {
+	if err == nil || hint == "" {
+		return err
+	}
+	return &hintError{err: err, hint: hint}
+}
+
+// errCheckFailed reports a failed check whose details were already printed.
+var errCheckFailed = errors.New("check failed")
+
+// report prints err in the one-line format and returns the exit status.
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	status := 1
+	hint := ""
+	var ue *usageError
+	if errors.As(err, &ue) {
+		status = 2
+		hint = ue.hint
+		if hint == "" {
+			hint = "run 'cordon help' for usage"
+		}
+	}
+	var he *hintError
+	if errors.As(err, &he) {
+		hint = he.hint
+	}
+	fmt.Fprintf(stderr, "cordon: error: %s\n", oneLine(err.Error()))
+	if hint != "" {
+		fmt.Fprintf(stderr, "cordon: hint: %s\n", oneLine(hint))
+	}
+	return status
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+// parseFlags parses flags that may appear before, between or after the
+// positional arguments; "--" ends the flags.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var rest []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, rest = args[:i], args[i+1:]
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{msg: err.Error(), hint: fmt.Sprintf("run 'cordon help' for the flags of %q", fs.Name())}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// maxInput bounds what cordon reads from a file or standard input before
+// canonicalizing; it equals the parser's own limit.
+const maxInput = 32 << 20
+
+// readInput reads the named file, or standard input for "" and "-", up
+// to maxInput bytes. It returns the name to use in messages.
+func readInput(e *env, arg string) (string, []byte, error) {
+	name, r, closeFn, err := openInput(e, arg)
+	if err != nil {
+		return name, nil, err
+	}
+	defer closeFn()
+	data, err := io.ReadAll(io.LimitReader(r, maxInput+1))
+	if err != nil {
+		return name, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return name, data, nil
+}
+
+func openInput(e *env, arg string) (string, io.Reader, func(), error) {
+	if arg == "" || arg == "-" {
+		return "<stdin>", e.stdin, func() {}, nil
+	}
+	f, err := os.Open(arg)
+	if err != nil {
+		return arg, nil, nil, withHint(err, "check the path; use - to read standard input")
+	}
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		f.Close()
+		return arg, nil, nil, fmt.Errorf("%s: is a directory", arg)
+	}
+	return arg, f, func() { f.Close() }, nil
+}
+
+// oneArg returns the single optional positional argument.
+func oneArg(pos []string) (string, error) {
+	switch len(pos) {
+	case 0:
+		return "", nil
+	case 1:
+		return pos[0], nil
+	}
+	return "", usageErrorf("too many arguments: %q", pos[1:])
+}
