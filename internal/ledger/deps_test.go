@@ -1,0 +1,63 @@
+package ledger
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// pure are the packages that must not reach the network, storage drivers,
+// processes or the environment (STYLE.md: grant, tier and evidence/... are
+// pure). Their whole import graph is checked, not only direct imports.
+var pure = []string{
+	"github.com/cordon-dev/cordon/evidence/...",
+	"github.com/cordon-dev/cordon/conformance",
+}
+
+var forbidden = []string{"net", "net/http", "net/rpc", "os/exec", "database/sql", "syscall", "os/signal", "plugin", "unsafe"}
+
+// TestPurePackages fails when a pure package imports, directly or through
+// a dependency, a forbidden package. unsafe is allowed only inside the
+// BLAKE3 and CBOR libraries, which use it for speed.
+func TestPurePackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", pure[0], pure[1]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, imports := fields[0], fields[1:]
+		if !strings.HasPrefix(pkg, "github.com/cordon-dev/cordon/") {
+			continue
+		}
+		checked++
+		for _, imp := range imports {
+			for _, f := range forbidden {
+				if imp == f {
+					t.Errorf("%s imports %s", pkg, imp)
+				}
+			}
+		}
+	}
+	// Third-party dependencies of pure packages: only the vetted ones.
+	out, err = exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", pure[0], pure[1]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	allowed := []string{"github.com/cordon-dev/cordon/", "github.com/zeebo/blake3", "github.com/fxamacker/cbor/v2", "github.com/x448/float16", "github.com/klauspost/cpuid/v2"}
+	for _, dep := range strings.Fields(string(out)) {
+		ok := false
+		for _, a := range allowed {
+			if strings.HasPrefix(dep, a) {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("pure packages depend on %s, which is not in the vetted list (docs/DEPENDENCIES.md)", dep)
+		}
+	}
+	if checked < 2 {
+		t.Fatalf("checked only %d packages", checked)
+	}
+}
