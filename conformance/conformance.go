@@ -69,8 +69,13 @@ type Expect struct {
 
 // Bytes returns the vector's input bytes.
 func (v *Vector) Bytes() ([]byte, error) {
-	if v.Input != nil {
+	switch {
+	case v.Input != nil && v.InputHex != nil:
+		return nil, fmt.Errorf("vector %s: both input and input_hex", v.ID)
+	case v.Input != nil:
 		return []byte(*v.Input), nil
+	case v.InputHex == nil:
+		return nil, fmt.Errorf("vector %s: no input", v.ID)
 	}
 	b, err := decodeHex(*v.InputHex)
 	if err != nil {

@@ -17,7 +17,7 @@ var (
 	// ErrLoneSurrogate: a \u escape names half of a surrogate pair.
 	ErrLoneSurrogate = errors.New("lone surrogate")
 	// ErrNoncharacter: a string holds a Unicode noncharacter (RFC 7493 §2.1).
-	ErrNoncharacter = errors.New("Unicode noncharacter")
+	ErrNoncharacter = errors.New("noncharacter in a string")
 	// ErrDuplicateKey: an object has two members whose names are equal
 	// after unescaping.
 	ErrDuplicateKey = errors.New("duplicate member name")

@@ -28,7 +28,8 @@ func Sum(b []byte) ID { return ID(blake3.Sum256(b)) }
 
 // String returns the text form, "b3:…".
 func (id ID) String() string {
-	return string(id.appendText(make([]byte, 0, idLen)))
+	var buf [idLen]byte
+	return string(id.appendText(buf[:0]))
 }
 
 func (id ID) appendText(b []byte) []byte {
