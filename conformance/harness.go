@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/tier"
 )
 
 // An Op runs one vector's operation on its input. It returns the output
@@ -27,7 +29,7 @@ type Class struct {
 // Classes returns the classes this implementation advertises, in order.
 // A skipped vector in one of them is a failure.
 func Classes() []Class {
-	return []Class{c1()}
+	return []Class{c1(), c2(), c5(), c8()}
 }
 
 // kinds maps error kind names, as vectors spell them, to the errors that
@@ -50,6 +52,10 @@ var kinds = map[string]error{
 	"cbor-malformed": canon.ErrCBORMalformed,
 	"cbor-type":      canon.ErrCBORType,
 	"not-canonical":  canon.ErrNotCanonical,
+	// Grants and tiers (SPEC §3, docs/tiers.md).
+	"grant-invalid":    grant.ErrInvalid,
+	"widening":         grant.ErrWidening,
+	"tier-not-offered": tier.ErrNotOffered,
 }
 
 // ErrorKinds returns the error kind names a vector may expect, sorted.

@@ -60,7 +60,8 @@ var fieldsOf = map[string][]string{
 }
 
 // ParseQuery parses a query document strictly: the members of its kind,
-// all required, and nothing else. It checks types only; whether the values
+// all required (except an exec query's b3, which the enforcement point
+// computes from the file), and nothing else. It checks types only; whether the values
 // are canonical is for Decide to judge, so that a non-canonical request
 // becomes a recorded denial rather than a parse error.
 func ParseQuery(data []byte) (Query, error) {
@@ -68,6 +69,11 @@ func ParseQuery(data []byte) (Query, error) {
 	if err != nil {
 		return Query{}, fmt.Errorf("%w: query: %w", ErrInvalid, err)
 	}
+	return QueryFromValue(v)
+}
+
+// QueryFromValue is ParseQuery for an already parsed document.
+func QueryFromValue(v canon.Value) (Query, error) {
 	var q Query
 	r := &jsonv.Reader{}
 	o := r.Object(v, "")
@@ -105,7 +111,8 @@ func ParseQuery(data []byte) (Query, error) {
 		case "method":
 			q.Method, _ = o.Str(f, true)
 		case "b3":
-			q.B3, _ = o.Str(f, true)
+			q.B3, _ = o.Str(f, false) // the enforcement point fills it in
+
 		case "argv":
 			q.Argv, _ = o.Strings(f, true)
 		}

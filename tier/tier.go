@@ -67,7 +67,7 @@ func Requirements(s *grant.Set) []Reason {
 		add(S1, "env: a child process receives a scrubbed environment")
 	}
 	if s.Limits != (grant.Limits{}) {
-		add(S1, "limits: enforced with rlimits on a separate process")
+		add(S1, "limits: enforced on a separate process (rlimits, timers, counters)")
 	}
 	if len(s.Egress) > 0 {
 		add(S1, "egress: network only through cordon's proxy")

@@ -36,6 +36,8 @@ func verbs() []verb {
 	return []verb{
 		{"demo", "", "canonicalize and address sample evidence, then run the conformance pack", runDemo},
 		{"canon", "jcs|cbor|id [flags] [FILE|-]", "canonical forms and ContentIds of JSON documents", runCanon},
+		{"grant", "check|covers|id FILES…", "decide a query, check attenuation, address a grant set", runGrant},
+		{"tier", "[--offers S0,…] GRANTS.json", "the isolation tier a grant set requires", runTier},
 		{"conformance", "[--vectors DIR] [--class C1,…]", "run the conformance vectors", runConformance},
 		{"version", "", "print the version", runVersion},
 		{"help", "", "print this help", nil},

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// runTier prints the tier a grant set requires and whether the host offers
+// it; exit status 1 when it does not.
+func runTier(e *env, args []string) error {
+	fs := flag.NewFlagSet("tier", flag.ContinueOnError)
+	offers := fs.String("offers", "", "judge against a host that offers these tiers (e.g. S0,S1,S2) instead of this one")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := nArgs("tier", pos, "GRANTS.json"); err != nil {
+		return err
+	}
+	s, err := loadGrants(e, pos[0])
+	if err != nil {
+		return err
+	}
+	host := tier.Local()
+	if *offers != "" {
+		host = tier.Host{}
+		for _, name := range strings.Split(*offers, ",") {
+			t, err := tier.Parse(strings.TrimSpace(name))
+			if err != nil {
+				return usageErrorf("tier: --offers: %v", err)
+			}
+			host.Offers = append(host.Offers, t)
+		}
+	}
+	req := tier.Required(s)
+	fmt.Fprintf(e.stdout, "required: %s\n", req)
+	for _, r := range tier.Requirements(s) {
+		fmt.Fprintf(e.stdout, "  %s  %s\n", r.Tier, r.Why)
+	}
+	fmt.Fprintf(e.stdout, "host offers: %s\n", tier.FormatList(host.Offers))
+	if _, err := host.Select(s); err != nil {
+		if errors.Is(err, tier.ErrNotOffered) && *offers == "" {
+			return withHint(err, "this build of cordon enforces no tier yet (the sandbox has not landed); runs are refused, never run unenforced")
+		}
+		return err
+	}
+	_, err = fmt.Fprintf(e.stdout, "selected: %s\n", req)
+	return err
+}
