@@ -12,7 +12,8 @@ import (
 )
 
 // checkText refuses strings that could alias another: invalid UTF-8, NUL
-// and other control characters, and text that is not in Unicode NFC.
+// and other control characters, Unicode noncharacters (which no canonical
+// document can hold, docs/SPEC.md §2.2), and text that is not in NFC.
 func checkText(s string) error {
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("invalid UTF-8")
@@ -20,6 +21,9 @@ func checkText(s string) error {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return fmt.Errorf("control character U+%04X", r)
+		}
+		if isNoncharacter(r) {
+			return fmt.Errorf("noncharacter U+%04X", r)
 		}
 	}
 	if !norm.NFC.IsNormalString(s) {
@@ -77,10 +81,12 @@ func CheckHost(h string) error {
 	if strings.HasSuffix(h, ".") {
 		return fmt.Errorf("host %q is not canonical: trailing dot", h)
 	}
-	labels := strings.Split(h, ".")
-	last := labels[len(labels)-1]
+	last := h[strings.LastIndexByte(h, '.')+1:]
 	if allDigits(last) || strings.HasPrefix(last, "0x") {
 		return fmt.Errorf("host %q looks like an IP address; grant and request IP addresses as CIDRs and addresses", h)
+	}
+	if !strings.Contains(h, "--") && plainLDH(h) {
+		return nil // what the IDNA profile accepts unchanged, without its cost
 	}
 	a, err := hostProfile.ToASCII(h)
 	if err != nil {
@@ -90,6 +96,33 @@ func CheckHost(h string) error {
 		return fmt.Errorf("host %q is not canonical: its IDNA form is %q", h, a)
 	}
 	return nil
+}
+
+// plainLDH reports whether h, already known to hold only a-z 0-9 '-' '.',
+// is a host name the IDNA lookup profile returns unchanged: labels of 1 to
+// 63 bytes that neither start nor end with '-', 253 bytes in all. Names
+// with "--" (A-labels and reserved labels) go through the profile itself.
+// TestPlainLDHMatchesIDNA checks the two agree.
+func plainLDH(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for len(h) > 0 {
+		i := strings.IndexByte(h, '.')
+		label := h
+		if i >= 0 {
+			label, h = h[:i], h[i+1:]
+			if h == "" {
+				return false // trailing dot: refused earlier, but be exact
+			}
+		} else {
+			h = ""
+		}
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+	}
+	return true
 }
 
 func allDigits(s string) bool {
@@ -192,6 +225,9 @@ func parseAddr(s string) (netip.Addr, error) {
 	if a.String() != s {
 		return netip.Addr{}, fmt.Errorf("address %q is not canonical (want %s)", s, a)
 	}
+	if a.IsUnspecified() {
+		return netip.Addr{}, fmt.Errorf("address %q is the unspecified address, which connects to this host", s)
+	}
 	return a, nil
 }
 
@@ -263,7 +299,8 @@ func checkExecName(s string) error {
 	return checkText(s)
 }
 
-// checkArg checks an argv token of a grant or a request.
+// checkArg checks an argv token of a grant or a request: UTF-8 without NUL
+// or noncharacters. (Other control characters are legitimate in arguments.)
 func checkArg(s string) error {
 	if strings.IndexByte(s, 0) >= 0 {
 		return fmt.Errorf("argument %q contains NUL", s)
@@ -271,5 +308,14 @@ func checkArg(s string) error {
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("argument %q is not UTF-8", s)
 	}
+	for _, r := range s {
+		if isNoncharacter(r) {
+			return fmt.Errorf("argument %q contains noncharacter U+%04X", s, r)
+		}
+	}
 	return nil
+}
+
+func isNoncharacter(r rune) bool {
+	return r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE
 }

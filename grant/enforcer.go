@@ -6,7 +6,9 @@ import (
 	"net/netip"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 )
@@ -32,49 +34,74 @@ const DecisionType = "cordon.decision.v1"
 //
 //	{"grants":"b3:…","outcome":"allow"|"deny","query":{…},"reason":"…","rule":"…","type":"cordon.decision.v1"}
 //
-// Request strings that are not valid text (invalid UTF-8, noncharacters)
-// appear with U+FFFD in their place; the reason quotes them exactly.
+// The record is lossless: a request string that is not valid text (invalid
+// UTF-8, a noncharacter — such requests are always denied) is written as
+// its Go-quoted ASCII form, strconv.QuoteToASCII, and its field is listed
+// in "quoted" ("path", "key[2]", "argv[0]"), so two different requests
+// never leave the same record.
 func (d Decision) Record() []byte {
 	q := d.Query
-	clean := func(s string) string {
-		return strings.Map(func(r rune) rune {
-			if r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
-				return 0xFFFD
-			}
-			return r
-		}, strings.ToValidUTF8(s, "\uFFFD"))
+	var quoted []string
+	clean := func(field string, s string) string {
+		if validText(s) {
+			return s
+		}
+		quoted = append(quoted, field)
+		return strconv.QuoteToASCII(s)
 	}
-	for _, p := range []*string{&q.Kind, &q.Class, &q.Mode, &q.Op, &q.Path, &q.Host, &q.Proto, &q.Namespace, &q.Name, &q.Method, &q.B3} {
-		*p = clean(*p)
+	for _, f := range []struct {
+		name string
+		p    *string
+	}{{"kind", &q.Kind}, {"class", &q.Class}, {"mode", &q.Mode}, {"op", &q.Op}, {"path", &q.Path}, {"host", &q.Host},
+		{"proto", &q.Proto}, {"namespace", &q.Namespace}, {"name", &q.Name}, {"method", &q.Method}, {"b3", &q.B3}} {
+		*f.p = clean(f.name, *f.p)
 	}
 	q.Key = slices.Clone(q.Key)
 	for i := range q.Key {
-		q.Key[i] = clean(q.Key[i])
+		q.Key[i] = clean("key["+strconv.Itoa(i)+"]", q.Key[i])
 	}
 	q.Argv = slices.Clone(q.Argv)
 	for i := range q.Argv {
-		q.Argv[i] = clean(q.Argv[i])
+		q.Argv[i] = clean("argv["+strconv.Itoa(i)+"]", q.Argv[i])
+	}
+	reason := d.Reason
+	if !validText(reason) {
+		reason = strconv.QuoteToASCII(reason) // unreachable: reasons quote their inputs
 	}
 	outcome := "deny"
 	if d.Allow {
 		outcome = "allow"
 	}
 	b, err := json.Marshal(struct {
-		Type    string `json:"type"`
-		Grants  string `json:"grants"`
-		Query   Query  `json:"query"`
-		Outcome string `json:"outcome"`
-		Rule    string `json:"rule"`
-		Reason  string `json:"reason"`
-	}{DecisionType, d.Grants.String(), q, outcome, d.Rule, clean(d.Reason)})
+		Type    string   `json:"type"`
+		Grants  string   `json:"grants"`
+		Query   Query    `json:"query"`
+		Quoted  []string `json:"quoted,omitempty"`
+		Outcome string   `json:"outcome"`
+		Rule    string   `json:"rule"`
+		Reason  string   `json:"reason"`
+	}{DecisionType, d.Grants.String(), q, quoted, outcome, d.Rule, reason})
 	if err != nil {
 		panic(err) // only strings and ints: cannot fail
 	}
 	c, err := canon.JCS(b)
 	if err != nil {
-		panic(err) // cleaned above: cannot fail
+		panic(err) // every string is valid text by now: cannot fail
 	}
 	return c
+}
+
+// validText reports whether s can appear in a canonical document as it is.
+func validText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if isNoncharacter(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Enforcer decides requests against one grant set. It is immutable and
@@ -98,7 +125,12 @@ type Enforcer struct {
 	execName map[string][]int
 	hashMode bool // a hash allowlist is present: names alone allow nothing
 	env      map[string]int
+	names    map[string][]string // kind → rule names ("fs[3]"), built once
 }
+
+// rule returns the name of rule i of a kind, e.g. "fs[3]", without
+// allocating.
+func (e *Enforcer) rule(kind string, i int) string { return e.names[kind][i] }
 
 // New compiles a grant set into an Enforcer.
 func New(s *Set) *Enforcer {
@@ -169,6 +201,16 @@ func New(s *Set) *Enforcer {
 	}
 	for i, n := range s.Env {
 		setFirst(e.env, n, i)
+	}
+	e.names = map[string][]string{}
+	for kind, n := range map[string]int{"devices": len(s.Devices), "fs": len(s.FS), "egress": len(s.Egress), "kv": len(s.KV),
+		"services": len(s.Services), "exec.allow": len(s.Exec), "exec.deny": len(s.ExecDeny), "env": len(s.Env),
+		"deny.fs": len(s.DenyFS), "deny.egress": len(s.DenyNet)} {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = kind + "[" + strconv.Itoa(i) + "]"
+		}
+		e.names[kind] = names
 	}
 	return e
 }
@@ -255,7 +297,7 @@ func (e *Enforcer) decideDevice(q Query) Decision {
 	}
 	for _, i := range e.devices[q.Class] {
 		if r := e.set.Devices[i]; r.Mode == q.Mode || r.Mode == "direct" {
-			return allow(fmt.Sprintf("devices[%d]", i), "%s %s is granted", q.Mode, q.Class)
+			return allow(e.rule("devices", i), "%s %s is granted", q.Mode, q.Class)
 		}
 	}
 	if len(e.devices[q.Class]) > 0 {
@@ -274,12 +316,11 @@ func (e *Enforcer) decideFS(q Query) Decision {
 	if err := CheckPath(q.Path); err != nil {
 		return badRequest("%v", err)
 	}
-	segs := pathSegments(q.Path)
-	if i, ok := e.fsDeny.firstOnPath(segs); ok {
-		return deny(fmt.Sprintf("deny.fs[%d]", i), "%s is under denied path %s", q.Path, e.set.DenyFS[i])
+	if i, ok := e.fsDeny.firstOnPath(q.Path); ok {
+		return deny(e.rule("deny.fs", i), "%s is under denied path %s", q.Path, e.set.DenyFS[i])
 	}
 	best, partial := -1, -1
-	e.fsAllow.walk(segs, func(rules []int) {
+	e.fsAllow.walkPath(q.Path, func(rules []int) {
 		for _, i := range rules {
 			if e.set.FS[i].Access&need != 0 {
 				best = i // deepest rule that grants the op
@@ -290,7 +331,7 @@ func (e *Enforcer) decideFS(q Query) Decision {
 	})
 	if best >= 0 {
 		r := e.set.FS[best]
-		return allow(fmt.Sprintf("fs[%d]", best), "%s %s is granted by %s (%s)", q.Op, q.Path, r.Path, r.Access)
+		return allow(e.rule("fs", best), "%s %s is granted by %s (%s)", q.Op, q.Path, r.Path, r.Access)
 	}
 	if partial >= 0 {
 		r := e.set.FS[partial]
@@ -322,7 +363,7 @@ func (e *Enforcer) decideEgress(q Query) Decision {
 			return badRequest("%v", err)
 		}
 		if i, ok := e.denyNets.first(a); ok {
-			return deny(fmt.Sprintf("deny.egress[%d]", i), "%s is in denied network %s", a, e.set.DenyNet[i])
+			return deny(e.rule("deny.egress", i), "%s is in denied network %s", a, e.set.DenyNet[i])
 		}
 		best := -1
 		e.nets.each(a, func(rules []int) bool {
@@ -330,7 +371,7 @@ func (e *Enforcer) decideEgress(q Query) Decision {
 			return best < 0
 		})
 		if best >= 0 {
-			return allow(fmt.Sprintf("egress[%d]", best), "%s %s:%d is granted by %s", q.Proto, a, port, e.set.Egress[best].CIDR)
+			return allow(e.rule("egress", best), "%s %s:%d is granted by %s", q.Proto, a, port, e.set.Egress[best].CIDR)
 		}
 		return deny("default", "no egress rule grants %s %s:%d", q.Proto, a, port)
 	}
@@ -338,7 +379,7 @@ func (e *Enforcer) decideEgress(q Query) Decision {
 		return badRequest("%v", err)
 	}
 	if i, ok := e.denyHost[q.Host]; ok {
-		return deny(fmt.Sprintf("deny.egress[%d]", i), "%s is denied", q.Host)
+		return deny(e.rule("deny.egress", i), "%s is denied", q.Host)
 	}
 	for s := q.Host; ; {
 		dot := strings.IndexByte(s, '.')
@@ -347,11 +388,11 @@ func (e *Enforcer) decideEgress(q Query) Decision {
 		}
 		s = s[dot+1:]
 		if i, ok := e.denyWild[s]; ok {
-			return deny(fmt.Sprintf("deny.egress[%d]", i), "%s is denied by *.%s", q.Host, s)
+			return deny(e.rule("deny.egress", i), "%s is denied by *.%s", q.Host, s)
 		}
 	}
 	if i := match(e.hosts[q.Host]); i >= 0 {
-		return allow(fmt.Sprintf("egress[%d]", i), "%s %s:%d is granted", q.Proto, q.Host, port)
+		return allow(e.rule("egress", i), "%s %s:%d is granted", q.Proto, q.Host, port)
 	}
 	for s := q.Host; ; {
 		dot := strings.IndexByte(s, '.')
@@ -360,7 +401,7 @@ func (e *Enforcer) decideEgress(q Query) Decision {
 		}
 		s = s[dot+1:]
 		if i := match(e.wildcard[s]); i >= 0 {
-			return allow(fmt.Sprintf("egress[%d]", i), "%s %s:%d is granted by *.%s", q.Proto, q.Host, port, s)
+			return allow(e.rule("egress", i), "%s %s:%d is granted by *.%s", q.Proto, q.Host, port, s)
 		}
 	}
 	return deny("default", "no egress rule grants %s %s:%d", q.Proto, q.Host, port)
@@ -391,7 +432,7 @@ func (e *Enforcer) decideKV(q Query) Decision {
 		}
 	})
 	if best >= 0 {
-		return allow(fmt.Sprintf("kv[%d]", best), "%s %s/%s is granted", q.Op, q.Namespace, strings.Join(q.Key, "/"))
+		return allow(e.rule("kv", best), "%s %s/%s is granted", q.Op, q.Namespace, strings.Join(q.Key, "/"))
 	}
 	return deny("default", "no kv rule grants %s on %s/%s", q.Op, q.Namespace, strings.Join(q.Key, "/"))
 }
@@ -408,7 +449,7 @@ func (e *Enforcer) decideService(q Query) Decision {
 		return deny("default", "service %q is not granted", q.Name)
 	}
 	if i, ok := m[q.Method]; ok {
-		return allow(fmt.Sprintf("services[%d]", i), "%s.%s is granted", q.Name, q.Method)
+		return allow(e.rule("services", i), "%s.%s is granted", q.Name, q.Method)
 	}
 	return deny("default", "method %q of service %q is not granted", q.Method, q.Name)
 }
@@ -429,8 +470,12 @@ func (e *Enforcer) decideExec(q Query) Decision {
 			return badRequest("%v", err)
 		}
 	}
+	if path.Base(q.Argv[0]) != path.Base(q.Path) {
+		// Multi-call binaries (busybox) choose what to run by argv[0].
+		return badRequest("argv[0] %q does not name the executable %s", q.Argv[0], path.Base(q.Path))
+	}
 	if i, ok := e.execDeny[id]; ok {
-		return deny(fmt.Sprintf("exec.deny[%d]", i), "%s is denied by content hash, whatever its name or place", q.Path)
+		return deny(e.rule("exec.deny", i), "%s is denied by content hash, whatever its name or place", q.Path)
 	}
 	name := path.Base(q.Path)
 	args := q.Argv[1:]
@@ -447,7 +492,7 @@ func (e *Enforcer) decideExec(q Query) Decision {
 	for _, i := range candidates {
 		r := e.set.Exec[i]
 		if !r.HasArgs || hasPrefix(args, r.Args) {
-			return allow(fmt.Sprintf("exec.allow[%d]", i), "exec of %s (%s) is granted", q.Path, id)
+			return allow(e.rule("exec.allow", i), "exec of %s (%s) is granted", q.Path, id)
 		}
 	}
 	switch {
@@ -468,7 +513,7 @@ func (e *Enforcer) decideEnv(q Query) Decision {
 		return badRequest("%v", err)
 	}
 	if i, ok := e.env[q.Name]; ok {
-		return allow(fmt.Sprintf("env[%d]", i), "environment variable %s is granted", q.Name)
+		return allow(e.rule("env", i), "environment variable %s is granted", q.Name)
 	}
 	return deny("default", "environment variable %s is not granted", q.Name)
 }
@@ -522,10 +567,35 @@ func (t *trie) walk(segs []string, f func(rules []int)) {
 	}
 }
 
-// firstOnPath returns the lowest-numbered rule of the shallowest node on segs.
-func (t *trie) firstOnPath(segs []string) (int, bool) {
+// walkPath is walk over the segments of a canonical absolute path, without
+// splitting it.
+func (t *trie) walkPath(p string, f func(rules []int)) {
+	n := t
+	rest := p[1:]
+	for {
+		if len(n.rules) > 0 {
+			f(n.rules)
+		}
+		if rest == "" {
+			return
+		}
+		seg := rest
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			seg, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		if n = n.kids[seg]; n == nil {
+			return
+		}
+	}
+}
+
+// firstOnPath returns the lowest-numbered rule of the shallowest node on
+// the path p.
+func (t *trie) firstOnPath(p string) (int, bool) {
 	found, rule := false, 0
-	t.walk(segs, func(rules []int) {
+	t.walkPath(p, func(rules []int) {
 		if !found {
 			found, rule = true, rules[0]
 		}

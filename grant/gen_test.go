@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path"
 	"slices"
 	"testing"
 
@@ -19,7 +20,7 @@ var (
 	genHosts   = []string{"example.com", "a.example.com", "b.a.example.com", "evil-example.com", "example.org", "xn--exmple-cua.com"}
 	genWild    = []string{"*.example.com", "*.a.example.com", "*.example.org"}
 	genCIDRs   = []string{"10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24", "192.168.0.0/16", "fd00::/8", "fd00:1::/32", "0.0.0.0/0"}
-	genAddrs   = []string{"10.1.2.3", "10.2.0.1", "192.168.1.1", "fd00:1::5", "8.8.8.8", "::1"}
+	genAddrs   = []string{"10.1.2.3", "10.2.0.1", "192.168.1.1", "fd00:1::5", "8.8.8.8", "::1", "0.0.0.0", "::"}
 	genPorts   = [][2]int{{1, 65535}, {443, 443}, {80, 443}, {8000, 9000}, {444, 444}}
 	genQPorts  = []int{22, 80, 443, 444, 8080, 8443, 65535}
 	genNS      = []string{"cache", "store"}
@@ -309,7 +310,9 @@ func genQueries() []Query {
 	for _, p := range []string{"/usr/bin/git", "/tmp/git", "/usr/bin/python3", "/work/sh", "/usr/bin/renamed"} {
 		for _, h := range genHashes {
 			for _, a := range [][]string{{"x"}, {"x", "log"}, {"x", "log", "--oneline"}, {"x", "-c", "log"}} {
+				a = append([]string{path.Base(p)}, a[1:]...)
 				qs = append(qs, Query{Kind: KindExec, Path: p, B3: h, Argv: a})
+				qs = append(qs, Query{Kind: KindExec, Path: p, B3: h, Argv: append([]string{"sh"}, a[1:]...)})
 			}
 		}
 	}

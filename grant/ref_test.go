@@ -53,6 +53,9 @@ func refAllow(s *Set, q Query) bool {
 			return r.Proto == q.Proto && int(r.PortLo) <= q.Port && q.Port <= int(r.PortHi)
 		}
 		if a, err := netip.ParseAddr(q.Host); err == nil && a.String() == q.Host && a.Zone() == "" && !a.Is4In6() {
+			if a.IsUnspecified() {
+				return false
+			}
 			for _, d := range s.DenyNet {
 				if d.CIDR.IsValid() && d.CIDR.Contains(a) {
 					return false
@@ -116,6 +119,9 @@ func refAllow(s *Set, q Query) bool {
 			if checkArg(a) != nil {
 				return false
 			}
+		}
+		if path.Base(q.Argv[0]) != path.Base(q.Path) {
+			return false
 		}
 		if slices.Contains(s.ExecDeny, id) {
 			return false
