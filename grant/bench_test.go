@@ -68,7 +68,7 @@ func BenchmarkDecide(b *testing.B) {
 			{"egress-cidr", Query{Kind: KindEgress, Host: fmt.Sprintf("10.%d.%d.7", lastCIDR/256%256, lastCIDR%256), Proto: "tcp", Port: 5432}},
 			{"kv", Query{Kind: KindKV, Namespace: "cache", Key: []string{fmt.Sprintf("tenant%d", last), "runs", "42"}, Op: "get"}},
 			{"service", Query{Kind: KindService, Name: fmt.Sprintf("svc%d", last), Method: "call"}},
-			{"exec", Query{Kind: KindExec, Path: fmt.Sprintf("/usr/bin/tool%d", last), B3: canon.Sum([]byte(fmt.Sprint(last))).String(), Argv: []string{"tool"}}},
+			{"exec", Query{Kind: KindExec, Path: fmt.Sprintf("/usr/bin/tool%d", last), B3: canon.Sum([]byte(fmt.Sprint(last))).String(), Argv: []string{fmt.Sprintf("tool%d", last)}}},
 			{"miss", Query{Kind: KindFS, Op: "read", Path: "/data/team1/nowhere/at/all"}},
 		}
 		for _, qc := range queries {
