@@ -5,11 +5,14 @@ import (
 
 	"github.com/cordon-dev/cordon/conformance"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/tier"
 )
 
 // runDemo is the main job on embedded defaults: it canonicalizes and
 // addresses the sample evidence of the embedded conformance pack, shows
-// what cordon refuses, then runs the whole pack.
+// what cordon refuses, decides sample requests against the sample grant
+// set and works out its tier, then runs the whole pack.
 func runDemo(e *env, args []string) error {
 	if len(args) > 0 {
 		return usageErrorf("demo: unexpected argument %q", args[0])
@@ -81,6 +84,36 @@ func runDemo(e *env, args []string) error {
 		}
 		fmt.Fprintf(w, "  %-36s %v\n", bad[:min(len(bad), 34)]+"…", err)
 	}
+	fmt.Fprintln(w)
+
+	// Grants: the sample grant set decides requests, deny by default.
+	gs, err := grant.Parse(sample("C1-001-grant-set"))
+	if err != nil {
+		return fmt.Errorf("grant set sample: %w", err)
+	}
+	enf := grant.New(gs)
+	fmt.Fprintf(w, "decisions under the grant set %s:\n", gs.ID())
+	for _, q := range []grant.Query{
+		{Kind: grant.KindFS, Op: "write", Path: "/work/out/report.xml"},
+		{Kind: grant.KindFS, Op: "write", Path: "/usr/lib/python3/site.py"},
+		{Kind: grant.KindFS, Op: "read", Path: "/work/../etc/shadow"},
+		{Kind: grant.KindEgress, Host: "api.example.com", Proto: "tcp", Port: 443},
+		{Kind: grant.KindDevice, Class: "gpu", Mode: "brokered"},
+		{Kind: grant.KindEnv, Name: "AWS_SECRET_ACCESS_KEY"},
+	} {
+		d := enf.Decide(q)
+		outcome := "deny "
+		if d.Allow {
+			outcome = "allow"
+		}
+		fmt.Fprintf(w, "  %s  %-16s %s\n", outcome, d.Rule, d.Reason)
+	}
+	req := tier.Required(gs)
+	fmt.Fprintf(w, "required tier: %s", req)
+	if _, err := tier.Local().Select(gs); err != nil {
+		fmt.Fprintf(w, " (this build offers %s: a run would be refused, never run unenforced)", tier.FormatList(tier.Local().Offers))
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "conformance pack (embedded v1):")
 	return runPack(e, conformance.V1(), "embedded v1 vectors", conformance.Options{})
