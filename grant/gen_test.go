@@ -2,7 +2,6 @@ package grant
 
 import (
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"path"
 	"slices"
@@ -322,4 +321,4 @@ func genQueries() []Query {
 	return qs
 }
 
-func describe(s *Set) string { return fmt.Sprintf("%s", s.JCS()) }
+func describe(s *Set) string { return string(s.JCS()) }
