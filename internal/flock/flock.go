@@ -1,0 +1,12 @@
+// Package flock wraps flock(2): an exclusive advisory lock on an open
+// file, held until Unlock or until the file is closed. It is the only
+// place cordon's evidence code touches a system call.
+package flock
+
+import "os"
+
+// Lock blocks until it holds an exclusive lock on f.
+func Lock(f *os.File) error { return lock(f) }
+
+// Unlock releases the lock on f.
+func Unlock(f *os.File) error { return unlock(f) }

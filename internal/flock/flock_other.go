@@ -1,0 +1,16 @@
+//go:build !unix
+
+package flock
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+)
+
+func lock(f *os.File) error {
+	return fmt.Errorf("flock on %s: %w", runtime.GOOS, errors.ErrUnsupported)
+}
+
+func unlock(f *os.File) error { return lock(f) }
