@@ -1,0 +1,372 @@
+// Package receipt implements cordon's execution receipts as specified in
+// docs/SPEC.md §4.4: a receipt core in deterministic CBOR (what ran, under
+// which grants, at which tier, for how long, producing what, on which
+// devices, for how much energy), wrapped in a JCR-1 envelope signed by the
+// host's steward key.
+//
+// Verify refuses a receipt unless the envelope and the core are canonical
+// (decoded strictly, re-encoded, compared byte for byte), a signature by
+// the given key verifies, each device record couples its provenance and
+// measured figure (HwShunt has one, Estimator never), the total is the
+// field-wise sum of the records, and total.measured_uj is present exactly
+// when every record is measured.
+package receipt
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math/bits"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/fxamacker/cbor/v2"
+
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// Types of the core and of the envelope.
+const (
+	Type         = "cordon.receipt.v1"
+	EnvelopeType = "cordon.jcr.v1" // JCR-1
+)
+
+// Provenances of an energy figure.
+const (
+	HwShunt   = "HwShunt"   // a hardware meter of the device: RAPL, NVML, a shunt
+	Estimator = "Estimator" // a model; never a measurement
+)
+
+var (
+	// ErrInvalid: the receipt is malformed or not canonical.
+	ErrInvalid = errors.New("receipt: invalid")
+	// ErrCoupling: a record's provenance and measured figure disagree.
+	ErrCoupling = errors.New("receipt: provenance and measured_uj disagree")
+	// ErrSum: the total is not the field-wise sum of the records.
+	ErrSum = errors.New("receipt: total is not the sum of the device records")
+	// ErrCoverage: total.measured_uj is present although a record is not
+	// measured (or absent although all are), or a device class the run
+	// used has no record.
+	ErrCoverage = errors.New("receipt: coverage")
+)
+
+// Core is the receipt core (SPEC §2.6.3, §4.4).
+type Core struct {
+	Type        string            `cbor:"type"`
+	Unit        string            `cbor:"unit"`
+	Grants      string            `cbor:"grants"`
+	Tier        string            `cbor:"tier"`
+	StartNS     uint64            `cbor:"start_ns"`
+	EndNS       uint64            `cbor:"end_ns"`
+	Exit        int64             `cbor:"exit"`
+	Outputs     map[string]string `cbor:"outputs"`
+	Devices     []Device          `cbor:"devices"`
+	Total       Total             `cbor:"total"`
+	JournalRoot string            `cbor:"journal_root,omitempty"`
+	Prev        string            `cbor:"prev,omitempty"`
+}
+
+// Device is the energy record of one device class.
+type Device struct {
+	Class       string       `cbor:"class"`
+	Provenance  string       `cbor:"provenance"`
+	EstimatedUJ uint64       `cbor:"estimated_uj"`
+	MeasuredUJ  *uint64      `cbor:"measured_uj,omitempty"`
+	BusyNS      uint64       `cbor:"busy_ns"`
+	Attribution *Attribution `cbor:"attribution,omitempty"`
+}
+
+// Attribution marks a measured figure that is a share of a counter the
+// run did not own alone (a package counter shared with other processes):
+// measured_uj is the counter's delta times Num/Den, by Method.
+type Attribution struct {
+	Method string `cbor:"method"` // e.g. "cpu-time-share"
+	Num    uint64 `cbor:"num"`
+	Den    uint64 `cbor:"den"`
+}
+
+// Total is the field-wise sum of the device records.
+type Total struct {
+	EstimatedUJ uint64  `cbor:"estimated_uj"`
+	MeasuredUJ  *uint64 `cbor:"measured_uj,omitempty"`
+	BusyNS      uint64  `cbor:"busy_ns"`
+}
+
+var (
+	encMode = mustEnc()
+	decMode = mustDec()
+)
+
+func mustEnc() cbor.EncMode {
+	em, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return em
+}
+
+func mustDec() cbor.DecMode {
+	dm, err := cbor.DecOptions{
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		IndefLength:       cbor.IndefLengthForbidden,
+		TagsMd:            cbor.TagsForbidden,
+		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
+		MaxNestedLevels:   16,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return dm
+}
+
+// Encode returns the deterministic CBOR of c. It does not validate c.
+func (c *Core) Encode() []byte {
+	b, err := encMode.Marshal(c)
+	if err != nil {
+		panic(err) // strings, integers, maps: cannot fail
+	}
+	return b
+}
+
+// ID returns the receipt's ContentId: that of its core's CBOR bytes.
+func (c *Core) ID() canon.ID { return canon.Sum(c.Encode()) }
+
+// Classes returns the device classes the receipt meters, in order.
+func (c *Core) Classes() []string {
+	var out []string
+	for _, d := range c.Devices {
+		out = append(out, d.Class)
+	}
+	return out
+}
+
+// Finish computes Total from the records. Builders call it; verifiers do
+// not.
+func (c *Core) Finish() {
+	var t Total
+	measured, all := uint64(0), len(c.Devices) > 0
+	for _, d := range c.Devices {
+		t.EstimatedUJ += d.EstimatedUJ
+		t.BusyNS += d.BusyNS
+		if d.MeasuredUJ == nil {
+			all = false
+		} else {
+			measured += *d.MeasuredUJ
+		}
+	}
+	if all {
+		t.MeasuredUJ = &measured
+	}
+	c.Total = t
+}
+
+// DecodeCore decodes a receipt core strictly: canonical CBOR of the subset
+// (canon.CheckCBOR), no unknown or missing members (the core re-encodes to
+// the same bytes).
+func DecodeCore(b []byte) (*Core, error) {
+	if err := canon.CheckCBOR(b); err != nil {
+		return nil, fmt.Errorf("%w: core: %w", ErrInvalid, err)
+	}
+	var c Core
+	if err := decMode.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: core: %v", ErrInvalid, err)
+	}
+	if again := c.Encode(); !bytes.Equal(again, b) {
+		return nil, fmt.Errorf("%w: core: a required member is missing or a member has the wrong type (it does not re-encode to the same bytes)", ErrInvalid)
+	}
+	return &c, nil
+}
+
+// Validate checks the rules of SPEC §4.4 on a decoded core.
+func (c *Core) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	if c.Type != Type {
+		return bad("type %q, want %q", c.Type, Type)
+	}
+	for name, v := range map[string]string{"unit": c.Unit, "grants": c.Grants} {
+		if _, err := canon.ParseID(v); err != nil {
+			return bad("%s: %v", name, err)
+		}
+	}
+	for name, v := range map[string]string{"journal_root": c.JournalRoot, "prev": c.Prev} {
+		if v == "" {
+			continue
+		}
+		if _, err := canon.ParseID(v); err != nil {
+			return bad("%s: %v", name, err)
+		}
+	}
+	if _, err := tier.Parse(c.Tier); err != nil {
+		return bad("%v", err)
+	}
+	if c.EndNS < c.StartNS {
+		return bad("end_ns %d is before start_ns %d", c.EndNS, c.StartNS)
+	}
+	if c.Outputs == nil {
+		return bad("outputs must be a map (empty when the unit declares none)")
+	}
+	for p, id := range c.Outputs {
+		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || strings.HasPrefix(p, "../") || p == ".." {
+			return bad("outputs: %q is not a canonical relative path", p)
+		}
+		if _, err := canon.ParseID(id); err != nil {
+			return bad("outputs[%q]: %v", p, err)
+		}
+	}
+	if len(c.Devices) == 0 {
+		return bad("no device records: every run uses at least one device class")
+	}
+	for i, d := range c.Devices {
+		if d.Class == "" || strings.ToLower(d.Class) != d.Class {
+			return bad("devices[%d]: class %q", i, d.Class)
+		}
+		if i > 0 && c.Devices[i-1].Class >= d.Class {
+			return bad("devices: classes must be distinct and sorted (%q after %q)", d.Class, c.Devices[i-1].Class)
+		}
+		switch d.Provenance {
+		case HwShunt:
+			if d.MeasuredUJ == nil {
+				return fmt.Errorf("%w: devices[%d] (%s) is HwShunt without measured_uj", ErrCoupling, i, d.Class)
+			}
+		case Estimator:
+			if d.MeasuredUJ != nil {
+				return fmt.Errorf("%w: devices[%d] (%s) is an Estimator carrying measured_uj", ErrCoupling, i, d.Class)
+			}
+			if d.Attribution != nil {
+				return fmt.Errorf("%w: devices[%d] (%s): only a measured figure can be attributed", ErrCoupling, i, d.Class)
+			}
+		default:
+			return bad("devices[%d]: provenance %q (want HwShunt or Estimator)", i, d.Provenance)
+		}
+		if a := d.Attribution; a != nil && (a.Method == "" || a.Den == 0 || a.Num > a.Den) {
+			return bad("devices[%d]: attribution must have a method and 0 ≤ num ≤ den, den > 0", i)
+		}
+	}
+	var est, busy, meas uint64
+	all := true
+	var carry uint64
+	for _, d := range c.Devices {
+		var c1, c2 uint64
+		est, c1 = bits.Add64(est, d.EstimatedUJ, 0)
+		busy, c2 = bits.Add64(busy, d.BusyNS, 0)
+		carry |= c1 | c2
+		if d.MeasuredUJ == nil {
+			all = false
+		} else {
+			var c3 uint64
+			meas, c3 = bits.Add64(meas, *d.MeasuredUJ, 0)
+			carry |= c3
+		}
+	}
+	if carry != 0 {
+		return fmt.Errorf("%w: the sum overflows 64 bits", ErrSum)
+	}
+	if c.Total.EstimatedUJ != est {
+		return fmt.Errorf("%w: total.estimated_uj %d, records sum to %d", ErrSum, c.Total.EstimatedUJ, est)
+	}
+	if c.Total.BusyNS != busy {
+		return fmt.Errorf("%w: total.busy_ns %d, records sum to %d", ErrSum, c.Total.BusyNS, busy)
+	}
+	switch {
+	case all && c.Total.MeasuredUJ == nil:
+		return fmt.Errorf("%w: every record is measured but total.measured_uj is absent", ErrCoverage)
+	case !all && c.Total.MeasuredUJ != nil:
+		return fmt.Errorf("%w: total.measured_uj is present but not every record is measured", ErrCoverage)
+	case all && *c.Total.MeasuredUJ != meas:
+		return fmt.Errorf("%w: total.measured_uj %d, records sum to %d", ErrSum, *c.Total.MeasuredUJ, meas)
+	}
+	return nil
+}
+
+// CheckUsed checks that every device class the run used has its own
+// record: energy of an accelerator must not be folded into another
+// class's record.
+func (c *Core) CheckUsed(used []string) error {
+	for _, u := range used {
+		if !slices.Contains(c.Classes(), u) {
+			return fmt.Errorf("%w: the run used %q but the receipt has no record for it (folded into %v?)", ErrCoverage, u, c.Classes())
+		}
+	}
+	return nil
+}
+
+type envelope struct {
+	Type string          `cbor:"type"`
+	Core cbor.RawMessage `cbor:"core"`
+	Sigs []signature     `cbor:"sigs"`
+}
+
+type signature struct {
+	KeyID string `cbor:"kid"`
+	Sig   string `cbor:"sig"` // unpadded base64url of the 64-byte signature
+}
+
+// Seal validates c, signs its CBOR with k in the receipt context and
+// returns the JCR-1 envelope.
+func Seal(k *sign.PrivateKey, c *Core) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	core := c.Encode()
+	env := envelope{Type: EnvelopeType, Core: core, Sigs: []signature{{
+		KeyID: k.Public().ID().String(),
+		Sig:   base64.RawURLEncoding.EncodeToString(k.Sign(sign.PayloadReceipt, core)),
+	}}}
+	b, err := encMode.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Verify checks a JCR-1 envelope under pub and returns the core and its
+// ContentId. See the package documentation for what is checked.
+func Verify(b []byte, pub sign.PublicKey) (*Core, canon.ID, error) {
+	if err := canon.CheckCBOR(b); err != nil {
+		return nil, canon.ID{}, fmt.Errorf("%w: envelope: %w", ErrInvalid, err)
+	}
+	var env envelope
+	if err := decMode.Unmarshal(b, &env); err != nil {
+		return nil, canon.ID{}, fmt.Errorf("%w: envelope: %v", ErrInvalid, err)
+	}
+	if again, err := encMode.Marshal(env); err != nil || !bytes.Equal(again, b) {
+		return nil, canon.ID{}, fmt.Errorf("%w: envelope does not round-trip to the same bytes", ErrInvalid)
+	}
+	if env.Type != EnvelopeType {
+		return nil, canon.ID{}, fmt.Errorf("%w: envelope type %q, want %q", ErrInvalid, env.Type, EnvelopeType)
+	}
+	if len(env.Sigs) == 0 {
+		return nil, canon.ID{}, fmt.Errorf("%w: no signatures", ErrInvalid)
+	}
+	want := pub.ID().String()
+	ok := false
+	for i, s := range env.Sigs {
+		if _, err := canon.ParseID(s.KeyID); err != nil {
+			return nil, canon.ID{}, fmt.Errorf("%w: sigs[%d].kid: %w", ErrInvalid, i, err)
+		}
+		sig, err := base64.RawURLEncoding.Strict().DecodeString(s.Sig)
+		if err != nil || base64.RawURLEncoding.EncodeToString(sig) != s.Sig {
+			return nil, canon.ID{}, fmt.Errorf("%w: sigs[%d].sig is not canonical base64url", ErrInvalid, i)
+		}
+		if s.KeyID == want && pub.Verify(sign.PayloadReceipt, env.Core, sig) == nil {
+			ok = true
+		}
+	}
+	if !ok {
+		return nil, canon.ID{}, fmt.Errorf("%w: no signature by %s verifies", sign.ErrBadSignature, want)
+	}
+	c, err := DecodeCore(env.Core)
+	if err != nil {
+		return nil, canon.ID{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, canon.ID{}, err
+	}
+	return c, canon.Sum(env.Core), nil
+}
