@@ -25,6 +25,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/tier"
 )
@@ -369,4 +370,27 @@ func Verify(b []byte, pub sign.PublicKey) (*Core, canon.ID, error) {
 		return nil, canon.ID{}, err
 	}
 	return c, canon.Sum(env.Core), nil
+}
+
+// UsedClasses returns the device classes a run's journal shows it used:
+// the classes of allowed device requests in its decision records
+// (grant.DecisionType entries of type "decision"), sorted and distinct.
+func UsedClasses(entries []journal.Entry) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Type != "decision" {
+			continue
+		}
+		if outcome, _ := e.Body.Get("outcome"); outcome.Str() != "allow" {
+			continue
+		}
+		q, _ := e.Body.Get("query")
+		kind, _ := q.Get("kind")
+		class, _ := q.Get("class")
+		if kind.Str() == "device" && class.Str() != "" && !slices.Contains(out, class.Str()) {
+			out = append(out, class.Str())
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -225,3 +225,33 @@ func WritePrivate(path string, k *PrivateKey) error {
 	}
 	return f.Close()
 }
+
+// NewKeyFromSeed returns the key of a 32-byte Ed25519 seed. It exists for
+// test vectors, whose keys are published; real keys come from Generate.
+func NewKeyFromSeed(seed []byte) (*PrivateKey, error) {
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("%w: seed of %d bytes, want %d", ErrKey, len(seed), ed25519.SeedSize)
+	}
+	return fromEd25519(ed25519.NewKeyFromSeed(seed)), nil
+}
+
+// PublicKeyFromBytes returns the public key of 32 raw bytes.
+func PublicKeyFromBytes(b []byte) (PublicKey, error) {
+	if len(b) != ed25519.PublicKeySize {
+		return PublicKey{}, fmt.Errorf("%w: public key of %d bytes, want %d", ErrKey, len(b), ed25519.PublicKeySize)
+	}
+	return PublicKey{key: append(ed25519.PublicKey(nil), b...)}, nil
+}
+
+// LoadPrivateEnv reads a private key from the PEM text in the environment
+// variable name (the CLI's only other source of keys besides a file).
+func LoadPrivateEnv(name, value string) (*PrivateKey, error) {
+	if value == "" {
+		return nil, fmt.Errorf("%w: $%s is empty", ErrKey, name)
+	}
+	k, err := ParsePrivate([]byte(value))
+	if err != nil {
+		return nil, fmt.Errorf("$%s: %w", name, err)
+	}
+	return k, nil
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/cordon-dev/cordon/evidence/sign"
+)
+
+// runKeygen writes a new Ed25519 private key (PKCS#8 PEM, mode 0600, never
+// over an existing file) and prints its public key as PEM on standard
+// output and its key id on standard error.
+func runKeygen(e *env, args []string) error {
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	out := fs.String("out", "", "write the private key to `FILE` (required; never overwritten)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("keygen: unexpected argument %q", pos[0])
+	}
+	if *out == "" {
+		return &usageError{msg: "keygen: --out FILE is required", hint: "cordon keygen --out steward.pem > steward.pub"}
+	}
+	k, err := sign.Generate()
+	if err != nil {
+		return err
+	}
+	if err := sign.WritePrivate(*out, k); err != nil {
+		return withHint(err, "choose another --out; keep private keys outside workspaces and manifests")
+	}
+	e.stdout.Write(k.Public().MarshalPublic())
+	fmt.Fprintf(e.stderr, "cordon: wrote %s; key id %s\n", *out, k.Public().ID())
+	return nil
+}
+
+// runPubkey prints the public key of a private key file as PEM, and its
+// key id on standard error.
+func runPubkey(e *env, args []string) error {
+	if err := nArgs("pubkey", args, "KEY.pem"); err != nil {
+		return err
+	}
+	k, err := sign.LoadPrivate(args[0])
+	if err != nil {
+		return err
+	}
+	e.stdout.Write(k.Public().MarshalPublic())
+	fmt.Fprintf(e.stderr, "cordon: key id %s\n", k.Public().ID())
+	return nil
+}
+
+func loadPublic(e *env, path string) (sign.PublicKey, error) {
+	if path == "" {
+		return sign.PublicKey{}, &usageError{msg: "--pubkey PEM is required", hint: "the steward's public key, as 'cordon pubkey' prints it"}
+	}
+	name, data, err := readInput(e, path)
+	if err != nil {
+		return sign.PublicKey{}, err
+	}
+	pub, err := sign.ParsePublic(data)
+	if err != nil {
+		return sign.PublicKey{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return pub, nil
+}
