@@ -34,7 +34,7 @@ func loadNVML() nvmlAPI {
 	nvmlOnce.Do(func() {
 		h, err := purego.Dlopen(nvmlLibrary, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
-			nvmlErr = fmt.Errorf("%s: %v", nvmlLibrary, err)
+			nvmlErr = err // purego names the library
 			return
 		}
 		r := &realNVML{}

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/cordon-dev/cordon/conformance"
 	"github.com/cordon-dev/cordon/evidence/canon"
@@ -14,9 +18,16 @@ import (
 // what cordon refuses, decides sample requests against the sample grant
 // set and works out its tier, then runs the whole pack.
 func runDemo(e *env, args []string) error {
-	if len(args) > 0 {
-		return usageErrorf("demo: unexpected argument %q", args[0])
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	out := fs.String("out", "", "write the demo run's evidence (key, journal, receipt, attestation) to `DIR` and keep it")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
 	}
+	if len(pos) > 0 {
+		return usageErrorf("demo: unexpected argument %q", pos[0])
+	}
+	started := time.Now()
 	files, err := conformance.Load(conformance.V1())
 	if err != nil {
 		return fmt.Errorf("embedded vectors: %w", err)
@@ -93,6 +104,7 @@ func runDemo(e *env, args []string) error {
 	}
 	enf := grant.New(gs)
 	fmt.Fprintf(w, "decisions under the grant set %s:\n", gs.ID())
+	var decisions []grant.Decision
 	for _, q := range []grant.Query{
 		{Kind: grant.KindFS, Op: "write", Path: "/work/out/report.xml"},
 		{Kind: grant.KindFS, Op: "write", Path: "/usr/lib/python3/site.py"},
@@ -102,6 +114,7 @@ func runDemo(e *env, args []string) error {
 		{Kind: grant.KindEnv, Name: "AWS_SECRET_ACCESS_KEY"},
 	} {
 		d := enf.Decide(q)
+		decisions = append(decisions, d)
 		outcome := "deny "
 		if d.Allow {
 			outcome = "allow"
@@ -114,6 +127,23 @@ func runDemo(e *env, args []string) error {
 		fmt.Fprintf(w, " (this build offers %s: a run would be refused, never run unenforced)", tier.FormatList(tier.Local().Offers))
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+
+	dir := *out
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "cordon-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = filepath.Join(tmp, "evidence")
+	}
+	fmt.Fprintf(w, "evidence of this synthetic run (%s):\n", dir)
+	unit, _ := canon.Parse(sample("C1-002-unit-descriptor"))
+	unitID, _ := unit.ID()
+	if err := demoEvidence(e, dir, gs, unitID, decisions, time.Since(started)); err != nil {
+		return err
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "conformance pack (embedded v1):")
 	return runPack(e, conformance.V1(), "embedded v1 vectors", conformance.Options{})

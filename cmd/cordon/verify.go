@@ -23,7 +23,7 @@ func runVerify(e *env, args []string) error {
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("verify "+sub, flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object for machines")
-	var pubkey, receiptFile, journalFile, head *string
+	var pubkey, receiptFile, journalFile, head, signedHead *string
 	switch sub {
 	case "receipt":
 		pubkey = fs.String("pubkey", "", "the steward's public key (PEM)")
@@ -34,6 +34,8 @@ func runVerify(e *env, args []string) error {
 		journalFile = fs.String("journal", "", "the journal that must replay Consistent against the attested root")
 	case "journal":
 		head = fs.String("head", "", "a retained head: the journal must still contain this entry id")
+		signedHead = fs.String("signed-head", "", "a signed head (DSSE envelope): the journal must still hold its count and head")
+		pubkey = fs.String("pubkey", "", "the steward's public key (PEM), for --signed-head")
 	default:
 		return &usageError{msg: fmt.Sprintf("verify: unknown subcommand %q", sub), hint: "use receipt, attestation or journal"}
 	}
@@ -45,7 +47,7 @@ func runVerify(e *env, args []string) error {
 		return err
 	}
 	file := pos[0]
-	result, err := verifyOne(e, sub, file, pubkey, receiptFile, journalFile, head)
+	result, err := verifyOne(e, sub, file, pubkey, receiptFile, journalFile, head, signedHead)
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return err
@@ -78,7 +80,7 @@ func runVerify(e *env, args []string) error {
 	return nil
 }
 
-func verifyOne(e *env, sub, file string, pubkey, receiptFile, journalFile, head *string) (map[string]any, error) {
+func verifyOne(e *env, sub, file string, pubkey, receiptFile, journalFile, head, signedHead *string) (map[string]any, error) {
 	_, data, err := readInput(e, file)
 	if err != nil {
 		return nil, err
@@ -89,6 +91,23 @@ func verifyOne(e *env, sub, file string, pubkey, receiptFile, journalFile, head 
 		if *head != "" {
 			if want, err = canon.ParseID(*head); err != nil {
 				return nil, &usageError{msg: fmt.Sprintf("--head: %v", err)}
+			}
+		}
+		if *signedHead != "" {
+			pub, err := loadPublic(e, *pubkey)
+			if err != nil {
+				return nil, err
+			}
+			_, env, err := readInput(e, *signedHead)
+			if err != nil {
+				return nil, err
+			}
+			sh, err := journal.OpenHead(env, pub)
+			if err != nil {
+				return nil, fmt.Errorf("--signed-head %s: %w", *signedHead, err)
+			}
+			if _, err := journal.VerifyAgainst(bytes.NewReader(data), sh); err != nil {
+				return nil, err
 			}
 		}
 		entries, h, err := journal.Scan(bytes.NewReader(data))
