@@ -138,7 +138,11 @@ func parseFile(name string, raw []byte) (File, error) {
 	if f.Format != Format {
 		return f, fmt.Errorf("%s: format %q, want %q", name, f.Format, Format)
 	}
-	if want := strings.TrimSuffix(path.Base(name), ".json"); f.Class != want {
+	want := strings.TrimSuffix(path.Base(name), ".json")
+	if want == "negative" {
+		want = "C-neg" // the negatives live in negative.json
+	}
+	if f.Class != want {
 		return f, fmt.Errorf("%s: class %q does not match the file name", name, f.Class)
 	}
 	if len(f.Vectors) == 0 {
@@ -158,6 +162,8 @@ func parseFile(name string, raw []byte) (File, error) {
 			return f, fmt.Errorf("%s: expect has an error and an output", where)
 		case v.Expect.Error == "" && v.Expect.Output == nil && v.Expect.OutputHex == nil && v.Expect.ID == "":
 			return f, fmt.Errorf("%s: expect is empty", where)
+		case f.Class == "C-neg" && v.Expect.Error == "":
+			return f, fmt.Errorf("%s: every C-neg vector must expect an error", where)
 		case v.Expect.Error != "" && !slices.Contains(ErrorKinds(), v.Expect.Error):
 			return f, fmt.Errorf("%s: unknown error kind %q", where, v.Expect.Error)
 		}

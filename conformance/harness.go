@@ -9,7 +9,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordon-dev/cordon/evidence/attest"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/receipt"
+	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/tier"
 )
@@ -29,7 +33,7 @@ type Class struct {
 // Classes returns the classes this implementation advertises, in order.
 // A skipped vector in one of them is a failure.
 func Classes() []Class {
-	return []Class{c1(), c2(), c5(), c8()}
+	return []Class{c1(), c2(), c3(), c4(), c5(), c8(), cneg()}
 }
 
 // kinds maps error kind names, as vectors spell them, to the errors that
@@ -56,6 +60,21 @@ var kinds = map[string]error{
 	"grant-invalid":    grant.ErrInvalid,
 	"widening":         grant.ErrWidening,
 	"tier-not-offered": tier.ErrNotOffered,
+	// Evidence (SPEC §4).
+	"bad-signature":       sign.ErrBadSignature,
+	"receipt-invalid":     receipt.ErrInvalid,
+	"coupling":            receipt.ErrCoupling,
+	"sum":                 receipt.ErrSum,
+	"coverage":            receipt.ErrCoverage,
+	"attestation-invalid": attest.ErrInvalid,
+	"binding":             attest.ErrBinding,
+	"tee-missing":         attest.ErrTEE,
+	"journal-mismatch":    attest.ErrJournal,
+	"journal-broken":      journal.ErrBroken,
+	"journal-truncated":   journal.ErrTruncated,
+	"replay-diverged":     errReplayDiverged,
+	"replay-truncated":    errReplayTruncated,
+	"grant-mutated":       errGrantMutated,
 }
 
 // ErrorKinds returns the error kind names a vector may expect, sorted.
