@@ -74,7 +74,7 @@ func TestVerifyRefuses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j2")
 	var diverged []journal.Entry
 	for _, e := range es[:2] {
-		x, _ := journal.Append(path, e.Type, e.Body)
+		x, _ := journal.Append(path, e.Type, e.Body())
 		diverged = append(diverged, x)
 	}
 	x, _ := journal.Append(path, "decision", v)

@@ -58,9 +58,19 @@ type Entry struct {
 	Index int64
 	Prev  canon.ID // zero for the first entry
 	Type  string
-	Body  canon.Value // an object
-	line  []byte      // the JCS form, no newline
-	id    canon.ID
+
+	line               []byte // the JCS form, no newline
+	id                 canon.ID
+	bodyStart, bodyEnd int // the body within line
+}
+
+// Body returns the entry's body, an object.
+func (e Entry) Body() canon.Value {
+	v, err := canon.Parse(e.line[e.bodyStart:e.bodyEnd])
+	if err != nil {
+		panic("journal: a checked body does not parse: " + err.Error()) // unreachable: the line passed CheckJCSObject
+	}
+	return v
 }
 
 // ID returns the entry's ContentId, the ContentId of its line.
@@ -81,8 +91,8 @@ func newEntry(head Head, typ string, body canon.Value) (Entry, error) {
 	if body.Kind() != canon.KindObject {
 		return Entry{}, fmt.Errorf("journal: body must be an object, got %s", body.Kind())
 	}
-	if typ == "" {
-		return Entry{}, errors.New("journal: entry type is empty")
+	if !validType(typ) {
+		return Entry{}, fmt.Errorf("journal: entry type %q: want 1 to 64 of a-z 0-9 . _ -", typ)
 	}
 	doc := map[string]any{"index": head.Count, "type": typ, "body": json.RawMessage(body.AppendJCS(nil))}
 	if head.Count > 0 {
@@ -96,45 +106,98 @@ func newEntry(head Head, typ string, body canon.Value) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	return Entry{Index: head.Count, Prev: head.ID, Type: typ, Body: body, line: line, id: canon.Sum(line)}, nil
+	return parseLine(line, head.Count)
 }
 
-// parseLine reads one line (without newline) as an entry, strictly.
+// parseLine reads one line (without newline) as an entry, strictly: the
+// line must be exactly the JCS form of an object with the members body
+// (an object), index, prev (except at index 0) and type, and nothing else.
+// It checks the line in one pass without building it (canon.CheckJCSObject);
+// the body is parsed only when asked for.
 func parseLine(line []byte, at int64) (Entry, error) {
 	bad := func(format string, args ...any) (Entry, error) {
 		return Entry{}, &Error{Index: at, Err: ErrBroken, Reason: fmt.Sprintf(format, args...)}
 	}
-	v, err := canon.Parse(line)
+	var buf [4]canon.Span
+	spans, err := canon.CheckJCSObject(line, buf[:0])
 	if err != nil {
+		if errors.Is(err, canon.ErrNotJCS) {
+			return bad("not in JCS form (edited?): %v", err)
+		}
 		return bad("not canonical JSON: %v", err)
 	}
-	if !bytes.Equal(v.AppendJCS(nil), line) {
-		return bad("not in JCS form (edited?)")
-	}
-	r := &jsonv.Reader{}
-	o := r.Object(v, "")
-	idx, _ := o.Int("index", true)
-	typ, _ := o.Str("type", true)
-	o.Use("body") // any object; checked below
-	prevText, hasPrev := o.Str("prev", false)
-	o.End()
-	if err := r.Err(); err != nil {
-		return bad("%v", err)
-	}
-	e := Entry{Index: idx, Type: typ, line: append([]byte(nil), line...), id: canon.Sum(line)}
-	var ok bool
-	if e.Body, ok = v.Get("body"); !ok || e.Body.Kind() != canon.KindObject {
-		return bad("body: want an object")
-	}
-	if typ == "" {
-		return bad("empty type")
-	}
-	if hasPrev {
-		if e.Prev, err = canon.ParseID(prevText); err != nil {
-			return bad("prev: %v", err)
+	e := Entry{line: append([]byte(nil), line...), id: canon.Sum(line)}
+	names := [...]string{"body", "index", "prev", "type"}
+	next := 0
+	for _, sp := range spans {
+		name := string(line[sp.NameStart:sp.NameEnd])
+		for next < len(names) && names[next] != name {
+			if names[next] != "prev" {
+				return bad("%s: required member is missing (or unknown member %q)", names[next], name)
+			}
+			next++
+		}
+		if next == len(names) {
+			return bad("%s: unknown member", name)
+		}
+		next++
+		val := line[sp.ValueStart:sp.ValueEnd]
+		switch name {
+		case "body":
+			if val[0] != '{' {
+				return bad("body: want an object")
+			}
+			e.bodyStart, e.bodyEnd = sp.ValueStart, sp.ValueEnd
+		case "index":
+			n, ok := parseIndex(val)
+			if !ok {
+				return bad("index: want a non-negative integer")
+			}
+			e.Index = n
+		case "prev":
+			if len(val) < 2 || val[0] != '"' {
+				return bad("prev: want a ContentId")
+			}
+			if e.Prev, err = canon.ParseID(string(val[1 : len(val)-1])); err != nil {
+				return bad("prev: %v", err)
+			}
+		case "type":
+			if len(val) < 3 || val[0] != '"' || !validType(string(val[1:len(val)-1])) {
+				return bad("type: want 1 to 64 of a-z 0-9 . _ -")
+			}
+			e.Type = string(val[1 : len(val)-1])
 		}
 	}
+	if next < len(names) {
+		return bad("%s: required member is missing", names[len(names)-1])
+	}
 	return e, nil
+}
+
+func parseIndex(b []byte) (int64, bool) {
+	if len(b) == 0 || b[0] == '-' {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		n = n*10 + int64(c-'0') // CheckJCS checked digits and range
+	}
+	return n, true
+}
+
+// validType: entry types are short identifiers, so a line's type never
+// needs escaping.
+func validType(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Scan reads a journal and returns its entries and head. On a broken

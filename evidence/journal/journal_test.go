@@ -90,7 +90,7 @@ func TestTamper(t *testing.T) {
 		{"duplicate", join(ls[0], ls[1], ls[1], ls[2]), ErrBroken, 2, "has index 1"},
 		{"forged prev on first", strings.Replace(ls[0], `"index":0`, `"index":0,"prev":"`+es[1].ID().String()+`"`, 1), ErrBroken, 0, "first entry has a prev"},
 		{"torn tail", join(ls[0], ls[1], ls[2][:20]), ErrTorn, 2, "incomplete last line"},
-		{"garbage line", join(ls[0], "not json\n"), ErrBroken, 1, "not canonical JSON"},
+		{"garbage line", join(ls[0], "not json\n"), ErrBroken, 1, "want an object"},
 		{"unknown member", join(strings.Replace(ls[0], `"type":"decision"}`, `"type":"decision","x":1}`, 1)), ErrBroken, 0, "unknown member"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

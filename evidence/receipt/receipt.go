@@ -381,10 +381,11 @@ func UsedClasses(entries []journal.Entry) []string {
 		if e.Type != "decision" {
 			continue
 		}
-		if outcome, _ := e.Body.Get("outcome"); outcome.Str() != "allow" {
+		body := e.Body()
+		if outcome, _ := body.Get("outcome"); outcome.Str() != "allow" {
 			continue
 		}
-		q, _ := e.Body.Get("query")
+		q, _ := body.Get("query")
 		kind, _ := q.Get("kind")
 		class, _ := q.Get("class")
 		if kind.Str() == "device" && class.Str() != "" && !slices.Contains(out, class.Str()) {
