@@ -108,8 +108,8 @@ func c3() Class {
 			if err != nil {
 				return nil, canon.ID{}, err
 			}
-			env, err := receipt.Seal(k, c)
-			return env, c.ID(), err
+			env, id, err := receipt.Seal(k, c)
+			return env, id, err
 		},
 		"receipt-verify": opReceiptVerify,
 	}}

@@ -29,18 +29,20 @@ const (
 // All lists every tier in order.
 var All = []Tier{S0, S1, S2, S3, S4, S5, S6}
 
+var names = [...]string{"S0", "S1", "S2", "S3", "S4", "S5", "S6"}
+
 func (t Tier) String() string {
 	if t < S0 || t > S6 {
 		return fmt.Sprintf("Tier(%d)", int(t))
 	}
-	return fmt.Sprintf("S%d", int(t))
+	return names[t]
 }
 
 // Parse parses "S0" … "S6".
 func Parse(s string) (Tier, error) {
-	for _, t := range All {
-		if t.String() == s {
-			return t, nil
+	for i, n := range names {
+		if n == s {
+			return Tier(i), nil
 		}
 	}
 	return 0, fmt.Errorf("tier: unknown tier %q (want S0 … S6)", s)

@@ -76,7 +76,7 @@ func demoEvidence(e *env, dir string, gs *grant.Set, unit canon.ID, decisions []
 		JournalRoot: last.ID().String(),
 	}
 	rc.Finish()
-	env, err := receipt.Seal(k, rc)
+	env, _, err := receipt.Seal(k, rc)
 	if err != nil {
 		return err
 	}

@@ -312,6 +312,56 @@ func Append(path, typ string, body canon.Value) (Entry, error) {
 
 var testHookBeforeWrite func(f *os.File, e Entry)
 
+// Writer appends many entries under one lock: Open verifies the chain once
+// and later appends extend the verified head, instead of re-reading the
+// whole journal each time as Append does. Other appenders, in this process
+// or another, wait for Close.
+type Writer struct {
+	f    *os.File
+	head Head
+}
+
+// Open locks the journal at path (creating it if needed), verifies it and
+// returns a Writer positioned at its head.
+func Open(path string) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := flock.Lock(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal: lock %s: %w", path, err)
+	}
+	head, err := Verify(f)
+	if err != nil {
+		f.Close() // closing releases the lock
+		return nil, fmt.Errorf("journal %s: refusing to append: %w", path, err)
+	}
+	return &Writer{f: f, head: head}, nil
+}
+
+// Head returns the head after the last append.
+func (w *Writer) Head() Head { return w.head }
+
+// Append writes one entry with one write and syncs it.
+func (w *Writer) Append(typ string, body canon.Value) (Entry, error) {
+	e, err := newEntry(w.head, typ, body)
+	if err != nil {
+		return Entry{}, err
+	}
+	if _, err := w.f.Write(append(e.Line(), '\n')); err != nil {
+		return Entry{}, err
+	}
+	if err := w.f.Sync(); err != nil {
+		return Entry{}, err
+	}
+	w.head = Head{Count: w.head.Count + 1, ID: e.id}
+	return e, nil
+}
+
+// Close releases the lock and the file.
+func (w *Writer) Close() error { return w.f.Close() }
+
 // Repair removes a torn last line — and nothing else — from the journal at
 // path. It refuses a journal whose complete lines do not verify.
 func Repair(path string) (Head, error) {

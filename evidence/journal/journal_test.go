@@ -242,3 +242,44 @@ func TestSignedHead(t *testing.T) {
 		t.Fatal("signed head verified under another key")
 	}
 }
+
+func filepathOpen(p string) (*os.File, error) { return os.Open(p) }
+
+func TestWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	w, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := w.Append("decision", body(t, fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := w.Head()
+	w.Close()
+	f, _ := os.Open(path)
+	got, err := Verify(f)
+	f.Close()
+	if err != nil || got != h || got.Count != 5 {
+		t.Fatalf("Verify after Writer = %+v, %v; writer head %+v", got, err, h)
+	}
+	// Appends through Append and a Writer interleave on one chain.
+	if _, err := Append(path, "effect", body(t, `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	w, err = Open(path)
+	if err != nil || w.Head().Count != 6 {
+		t.Fatalf("Open = %+v, %v", w, err)
+	}
+	w.Close()
+	// Open refuses a broken journal.
+	ls := lines(t, path)
+	os.WriteFile(path, []byte(ls[1]+ls[0]), 0o600)
+	if _, err := Open(path); !errors.Is(err, ErrBroken) {
+		t.Fatalf("Open of a broken journal = %v", err)
+	}
+	if _, err := Append(path, "BAD TYPE", body(t, `{}`)); err == nil {
+		t.Fatal("an entry type with spaces was accepted")
+	}
+}

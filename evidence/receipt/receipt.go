@@ -21,6 +21,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -165,12 +166,14 @@ func (c *Core) Finish() {
 	c.Total = t
 }
 
-// DecodeCore decodes a receipt core strictly: canonical CBOR of the subset
-// (canon.CheckCBOR), no unknown or missing members (the core re-encodes to
-// the same bytes).
+// DecodeCore decodes a receipt core strictly: duplicate keys, indefinite
+// lengths, tags and unknown members are refused while decoding into Core's
+// typed fields (so no float, byte string or other type can stand in for a
+// member), and the core must re-encode to the same bytes (canonical form,
+// no missing members). Validate checks the text of the members.
 func DecodeCore(b []byte) (*Core, error) {
-	if err := canon.CheckCBOR(b); err != nil {
-		return nil, fmt.Errorf("%w: core: %w", ErrInvalid, err)
+	if len(b) > canon.DefaultMaxSize {
+		return nil, fmt.Errorf("%w: core of %d bytes", ErrInvalid, len(b))
 	}
 	var c Core
 	if err := decMode.Unmarshal(b, &c); err != nil {
@@ -187,20 +190,30 @@ func (c *Core) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 	}
+	ident := func(s string) bool {
+		if s == "" || len(s) > 64 || !('a' <= s[0] && s[0] <= 'z') {
+			return false
+		}
+		for i := 0; i < len(s); i++ {
+			x := s[i]
+			if !('a' <= x && x <= 'z' || '0' <= x && x <= '9' || x == '-' || x == '_' || x == '.') {
+				return false
+			}
+		}
+		return true
+	}
 	if c.Type != Type {
 		return bad("type %q, want %q", c.Type, Type)
 	}
-	for name, v := range map[string]string{"unit": c.Unit, "grants": c.Grants} {
-		if _, err := canon.ParseID(v); err != nil {
-			return bad("%s: %v", name, err)
-		}
-	}
-	for name, v := range map[string]string{"journal_root": c.JournalRoot, "prev": c.Prev} {
-		if v == "" {
+	for _, m := range [...]struct {
+		name, v  string
+		optional bool
+	}{{"unit", c.Unit, false}, {"grants", c.Grants, false}, {"journal_root", c.JournalRoot, true}, {"prev", c.Prev, true}} {
+		if m.optional && m.v == "" {
 			continue
 		}
-		if _, err := canon.ParseID(v); err != nil {
-			return bad("%s: %v", name, err)
+		if _, err := canon.ParseID(m.v); err != nil {
+			return bad("%s: %v", m.name, err)
 		}
 	}
 	if _, err := tier.Parse(c.Tier); err != nil {
@@ -213,7 +226,7 @@ func (c *Core) Validate() error {
 		return bad("outputs must be a map (empty when the unit declares none)")
 	}
 	for p, id := range c.Outputs {
-		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || strings.HasPrefix(p, "../") || p == ".." {
+		if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || strings.HasPrefix(p, "../") || p == ".." || !plainText(p) {
 			return bad("outputs: %q is not a canonical relative path", p)
 		}
 		if _, err := canon.ParseID(id); err != nil {
@@ -224,8 +237,8 @@ func (c *Core) Validate() error {
 		return bad("no device records: every run uses at least one device class")
 	}
 	for i, d := range c.Devices {
-		if d.Class == "" || strings.ToLower(d.Class) != d.Class {
-			return bad("devices[%d]: class %q", i, d.Class)
+		if !ident(d.Class) {
+			return bad("devices[%d]: class %q (want a lower-case identifier)", i, d.Class)
 		}
 		if i > 0 && c.Devices[i-1].Class >= d.Class {
 			return bad("devices: classes must be distinct and sorted (%q after %q)", d.Class, c.Devices[i-1].Class)
@@ -245,7 +258,7 @@ func (c *Core) Validate() error {
 		default:
 			return bad("devices[%d]: provenance %q (want HwShunt or Estimator)", i, d.Provenance)
 		}
-		if a := d.Attribution; a != nil && (a.Method == "" || a.Den == 0 || a.Num > a.Den) {
+		if a := d.Attribution; a != nil && (!ident(a.Method) || a.Den == 0 || a.Num > a.Den) {
 			return bad("devices[%d]: attribution must have a method and 0 ≤ num ≤ den, den > 0", i)
 		}
 	}
@@ -285,6 +298,20 @@ func (c *Core) Validate() error {
 	return nil
 }
 
+// plainText reports whether s is valid UTF-8 without control characters
+// or noncharacters.
+func plainText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
+			return false
+		}
+	}
+	return true
+}
+
 // CheckUsed checks that every device class the run used has its own
 // record: energy of an accelerator must not be folded into another
 // class's record.
@@ -309,10 +336,10 @@ type signature struct {
 }
 
 // Seal validates c, signs its CBOR with k in the receipt context and
-// returns the JCR-1 envelope.
-func Seal(k *sign.PrivateKey, c *Core) ([]byte, error) {
+// returns the JCR-1 envelope and the receipt's ContentId.
+func Seal(k *sign.PrivateKey, c *Core) ([]byte, canon.ID, error) {
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return nil, canon.ID{}, err
 	}
 	core := c.Encode()
 	env := envelope{Type: EnvelopeType, Core: core, Sigs: []signature{{
@@ -321,16 +348,16 @@ func Seal(k *sign.PrivateKey, c *Core) ([]byte, error) {
 	}}}
 	b, err := encMode.Marshal(env)
 	if err != nil {
-		return nil, err
+		return nil, canon.ID{}, err
 	}
-	return b, nil
+	return b, canon.Sum(core), nil
 }
 
 // Verify checks a JCR-1 envelope under pub and returns the core and its
 // ContentId. See the package documentation for what is checked.
 func Verify(b []byte, pub sign.PublicKey) (*Core, canon.ID, error) {
-	if err := canon.CheckCBOR(b); err != nil {
-		return nil, canon.ID{}, fmt.Errorf("%w: envelope: %w", ErrInvalid, err)
+	if len(b) > canon.DefaultMaxSize {
+		return nil, canon.ID{}, fmt.Errorf("%w: envelope of %d bytes", ErrInvalid, len(b))
 	}
 	var env envelope
 	if err := decMode.Unmarshal(b, &env); err != nil {

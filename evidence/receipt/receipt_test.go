@@ -67,7 +67,7 @@ func TestC1Vector(t *testing.T) {
 
 func TestSealVerify(t *testing.T) {
 	k, _ := sign.Generate()
-	env, err := Seal(k, sample())
+	env, _, err := Seal(k, sample())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSealVerify(t *testing.T) {
 		t.Fatalf("Verify = %+v, %s", c, id)
 	}
 	// The envelope round-trips to byte-identical bytes.
-	again, err := Seal(k, c)
+	again, _, err := Seal(k, c)
 	if err != nil || string(again) != string(env) {
 		t.Fatalf("re-sealing the verified core changed the bytes")
 	}
@@ -147,7 +147,7 @@ func TestVerifyRefuses(t *testing.T) {
 			if _, _, err := Verify(sealRaw(c.Encode()), k.Public()); !errors.Is(err, tc.want) {
 				t.Fatalf("Verify = %v, want %v", err, tc.want)
 			}
-			if _, err := Seal(k, c); err == nil {
+			if _, _, err := Seal(k, c); err == nil {
 				t.Fatalf("Seal accepted an invalid core")
 			}
 		})
@@ -174,7 +174,7 @@ func TestVerifyRefuses(t *testing.T) {
 		t.Errorf("cross-context signature: %v", err)
 	}
 	// A non-canonical envelope (a long head for the type string length).
-	good, _ := Seal(k, sample())
+	good, _, _ := Seal(k, sample())
 	bad := strings.Replace(string(good), "\x6dcordon.jcr.v1", "\x78\x0dcordon.jcr.v1", 1)
 	if bad == string(good) {
 		t.Fatal("test setup: type string not found")
