@@ -106,6 +106,9 @@ func newEntry(head Head, typ string, body canon.Value) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	if len(line) > MaxLine {
+		return Entry{}, fmt.Errorf("journal: entry of %d bytes is longer than %d", len(line), MaxLine)
+	}
 	return parseLine(line, head.Count)
 }
 

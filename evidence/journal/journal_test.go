@@ -282,4 +282,13 @@ func TestWriter(t *testing.T) {
 	if _, err := Append(path, "BAD TYPE", body(t, `{}`)); err == nil {
 		t.Fatal("an entry type with spaces was accepted")
 	}
+	// An entry too long to read back is refused before it is written.
+	os.Remove(path)
+	big := body(t, `{"x":"`+strings.Repeat("a", MaxLine)+`"}`)
+	if _, err := Append(path, "decision", big); err == nil {
+		t.Fatal("an entry longer than MaxLine was written")
+	}
+	if _, err := Append(path, "decision", body(t, `{"after":"refusal"}`)); err != nil {
+		t.Fatalf("the journal was damaged by a refused entry: %v", err)
+	}
 }
