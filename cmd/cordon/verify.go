@@ -184,6 +184,9 @@ func loadJournal(e *env, path string) ([]journal.Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--journal %s: %w", path, err)
 	}
+	if entries == nil {
+		entries = []journal.Entry{} // an empty journal is still a journal to check
+	}
 	return entries, nil
 }
 

@@ -142,8 +142,11 @@ type Options struct {
 	// Receipt, when set, is the verified receipt core the attestation must
 	// bind: its id, tier, device classes and journal root.
 	Receipt *receipt.Core
-	// Journal, when set, are the run's journal entries: they must verify
-	// and end at the attestation's journal root.
+	// Journal, when not nil, are the run's journal entries: they must
+	// verify and end at the attestation's journal root. A non-nil empty
+	// slice is an empty journal, which never replays Consistent; callers
+	// that read a journal file must pass a non-nil slice even when the
+	// file is empty.
 	Journal []journal.Entry
 }
 

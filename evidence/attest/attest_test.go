@@ -93,6 +93,7 @@ func TestVerifyRefuses(t *testing.T) {
 		{"journal truncated", func(c *Core) {}, Options{Journal: es[:2]}, ErrJournal},
 		{"journal diverged", func(c *Core) {}, Options{Journal: diverged}, ErrJournal},
 		{"journal with an entry removed", func(c *Core) {}, Options{Journal: []journal.Entry{es[0], es[2]}}, ErrJournal},
+		{"empty journal", func(c *Core) {}, Options{Journal: []journal.Entry{}}, ErrJournal},
 		{"s6 without tee", func(c *Core) { c.Tier = "S6"; c.Host.Tiers = []string{"S6"} }, Options{}, ErrTEE},
 		{"tee below s6", func(c *Core) { c.TEE = &TEE{Kind: "tdx", Evidence: "AAAA"} }, Options{}, ErrInvalid},
 		{"tier the host does not offer", func(c *Core) { c.Host.Tiers = []string{"S0"} }, Options{}, ErrInvalid},
