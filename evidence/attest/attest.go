@@ -111,8 +111,12 @@ func (c *Core) Validate() error {
 		return bad("tier %s is not among the tiers the host offers %v", c.Tier, c.Host.Tiers)
 	}
 	if c.JournalRoot != "" {
-		if _, err := canon.ParseID(c.JournalRoot); err != nil {
+		id, err := canon.ParseID(c.JournalRoot)
+		if err != nil {
 			return bad("journal_root: %v", err)
+		}
+		if id.IsZero() {
+			return bad("journal_root is the zero ContentId, which no journal has")
 		}
 	}
 	switch {
@@ -206,6 +210,9 @@ func ReplayRoot(entries []journal.Entry, root string) journal.Result {
 	var je *journal.Error
 	if errors.As(err, &je) {
 		return journal.Result{Status: journal.Diverged, Index: je.Index}
+	}
+	if h.Count == 0 {
+		return journal.Result{Status: journal.Diverged} // an empty journal has no root
 	}
 	if h.ID.String() == root {
 		return journal.Result{Status: journal.Consistent}

@@ -61,7 +61,8 @@ type Entry struct {
 
 	line               []byte // the JCS form, no newline
 	id                 canon.ID
-	bodyStart, bodyEnd int // the body within line
+	bodyStart, bodyEnd int  // the body within line
+	hasPrev            bool // the line has a prev member
 }
 
 // Body returns the entry's body, an object.
@@ -164,6 +165,7 @@ func parseLine(line []byte, at int64) (Entry, error) {
 			if e.Prev, err = canon.ParseID(string(val[1 : len(val)-1])); err != nil {
 				return bad("prev: %v", err)
 			}
+			e.hasPrev = true
 		case "type":
 			if len(val) < 3 || val[0] != '"' || !validType(string(val[1:len(val)-1])) {
 				return bad("type: want 1 to 64 of a-z 0-9 . _ -")
@@ -177,13 +179,19 @@ func parseLine(line []byte, at int64) (Entry, error) {
 	return e, nil
 }
 
+// parseIndex reads a non-negative integer. The line passed CheckJCS, so
+// the value is some canonical JSON value; anything but digits (a string,
+// an object, a negative number) is refused here.
 func parseIndex(b []byte) (int64, bool) {
-	if len(b) == 0 || b[0] == '-' {
+	if len(b) == 0 || len(b) > 16 {
 		return 0, false
 	}
 	var n int64
 	for _, c := range b {
-		n = n*10 + int64(c-'0') // CheckJCS checked digits and range
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
 	}
 	return n, true
 }
@@ -242,9 +250,9 @@ func Scan(r io.Reader) ([]Entry, Head, error) {
 		case e.Index != head.Count:
 			return entries, head, &Error{Index: head.Count, Err: ErrBroken,
 				Reason: fmt.Sprintf("has index %d: an entry was deleted, inserted or moved", e.Index)}
-		case head.Count == 0 && !e.Prev.IsZero():
+		case head.Count == 0 && e.hasPrev:
 			return entries, head, &Error{Index: 0, Err: ErrBroken, Reason: "the first entry has a prev"}
-		case head.Count > 0 && e.Prev != head.ID:
+		case head.Count > 0 && (!e.hasPrev || e.Prev != head.ID):
 			return entries, head, &Error{Index: head.Count, Err: ErrBroken,
 				Reason: fmt.Sprintf("prev %s is not the id of entry %d (%s): entry %d was edited, or entries were inserted, deleted or moved", e.Prev, head.Count-1, head.ID, head.Count-1)}
 		}
@@ -263,6 +271,9 @@ func Verify(r io.Reader) (Head, error) {
 // head: at least head.Count entries, entry head.Count-1 with id head.ID.
 // It catches truncation and a rewritten tail, which a chain alone cannot.
 func VerifyAgainst(r io.Reader, want Head) (Head, error) {
+	if want.Count < 0 || want.Count == 0 && !want.ID.IsZero() {
+		return Head{}, fmt.Errorf("journal: malformed retained head %+v", want)
+	}
 	entries, h, err := Scan(r)
 	if err != nil {
 		return h, err
@@ -322,6 +333,8 @@ var testHookBeforeWrite func(f *os.File, e Entry)
 type Writer struct {
 	f    *os.File
 	head Head
+	size int64 // bytes of the verified journal
+	err  error // set by a failed write or sync: the Writer appends nothing more
 }
 
 // Open locks the journal at path (creating it if needed), verifies it and
@@ -340,26 +353,46 @@ func Open(path string) (*Writer, error) {
 		f.Close() // closing releases the lock
 		return nil, fmt.Errorf("journal %s: refusing to append: %w", path, err)
 	}
-	return &Writer{f: f, head: head}, nil
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Writer{f: f, head: head, size: size}, nil
 }
 
 // Head returns the head after the last append.
 func (w *Writer) Head() Head { return w.head }
 
-// Append writes one entry with one write and syncs it.
+// Append writes one entry with one write and syncs it. If the write or
+// the sync fails, the Writer cuts the file back to its last verified size
+// (best effort) and refuses every later append: a partial line must never
+// have another appended after it.
 func (w *Writer) Append(typ string, body canon.Value) (Entry, error) {
+	if w.err != nil {
+		return Entry{}, fmt.Errorf("journal: an earlier append failed: %w", w.err)
+	}
 	e, err := newEntry(w.head, typ, body)
 	if err != nil {
 		return Entry{}, err
 	}
-	if _, err := w.f.Write(append(e.Line(), '\n')); err != nil {
+	line := append(e.Line(), '\n')
+	if _, err := w.f.Write(line); err != nil {
+		w.fail(err)
 		return Entry{}, err
 	}
 	if err := w.f.Sync(); err != nil {
+		w.fail(err)
 		return Entry{}, err
 	}
+	w.size += int64(len(line))
 	w.head = Head{Count: w.head.Count + 1, ID: e.id}
 	return e, nil
+}
+
+func (w *Writer) fail(err error) {
+	w.err = err
+	w.f.Truncate(w.size) // best effort: Verify and Repair handle what remains
 }
 
 // Close releases the lock and the file.

@@ -212,8 +212,12 @@ func (c *Core) Validate() error {
 		if m.optional && m.v == "" {
 			continue
 		}
-		if _, err := canon.ParseID(m.v); err != nil {
+		id, err := canon.ParseID(m.v)
+		if err != nil {
 			return bad("%s: %v", m.name, err)
+		}
+		if id.IsZero() {
+			return bad("%s is the zero ContentId", m.name)
 		}
 	}
 	if _, err := tier.Parse(c.Tier); err != nil {

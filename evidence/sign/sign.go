@@ -13,6 +13,7 @@
 package sign
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -126,6 +127,10 @@ func (p PublicKey) MarshalPublic() []byte {
 // onePEM decodes exactly one PEM block of the given type, with nothing but
 // whitespace around it.
 func onePEM(data []byte, typ string) ([]byte, error) {
+	// pem.Decode skips any text before a block; cordon does not.
+	if !bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("-----BEGIN "+typ+"-----")) || bytes.Count(data, []byte("-----BEGIN")) != 1 {
+		return nil, fmt.Errorf("%w: want exactly one %s PEM block and nothing before it", ErrKey, typ)
+	}
 	block, rest := pem.Decode(data)
 	if block == nil {
 		return nil, fmt.Errorf("%w: no PEM block", ErrKey)
