@@ -141,7 +141,7 @@ func runDemo(e *env, args []string) error {
 	fmt.Fprintf(w, "evidence of this synthetic run (%s):\n", dir)
 	unit, _ := canon.Parse(sample("C1-002-unit-descriptor"))
 	unitID, _ := unit.ID()
-	if err := demoEvidence(e, dir, gs, unitID, decisions, time.Since(started)); err != nil {
+	if err := demoEvidence(e, dir, *out != "", gs, unitID, decisions, time.Since(started)); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)

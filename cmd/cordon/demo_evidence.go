@@ -20,7 +20,7 @@ import (
 // head, a receipt sealed under the key and an attestation. Nothing was
 // executed: the attestation's host says "synthetic", and the energy record
 // is the Estimator's, with the meters' unavailability reported.
-func demoEvidence(e *env, dir string, gs *grant.Set, unit canon.ID, decisions []grant.Decision, wall time.Duration) error {
+func demoEvidence(e *env, dir string, keep bool, gs *grant.Set, unit canon.ID, decisions []grant.Decision, wall time.Duration) error {
 	w := e.stdout
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -104,6 +104,10 @@ func demoEvidence(e *env, dir string, gs *grant.Set, unit canon.ID, decisions []
 	fmt.Fprintf(w, "  journal    %d decisions, head %s (signed head in head.json)\n", len(decisions), last.ID())
 	fmt.Fprintf(w, "  receipt    %s: cpu %d µJ (Estimator), %d ns\n", id, est, cpuNS)
 	fmt.Fprintf(w, "  attested   by steward key %s\n", pub.ID())
+	if !keep {
+		fmt.Fprintln(w, "  verify     the files are removed on exit; 'cordon demo --out DIR' keeps them for 'cordon verify'")
+		return nil
+	}
 	fmt.Fprintf(w, "  verify     cordon verify attestation %s --pubkey %s --receipt %s --journal %s\n",
 		filepath.Join(dir, "attestation.json"), filepath.Join(dir, "steward.pub"), filepath.Join(dir, "receipt.jcr"), jpath)
 	return nil
