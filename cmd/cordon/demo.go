@@ -20,6 +20,7 @@ import (
 func runDemo(e *env, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	out := fs.String("out", "", "write the demo run's evidence (key, journal, receipt, attestation) to `DIR` and keep it")
+	keyFile := fs.String("key", "", "sign with the steward key in `FILE` (default: $CORDON_KEY, else a new key)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -141,7 +142,11 @@ func runDemo(e *env, args []string) error {
 	fmt.Fprintf(w, "evidence of this synthetic run (%s):\n", dir)
 	unit, _ := canon.Parse(sample("C1-002-unit-descriptor"))
 	unitID, _ := unit.ID()
-	if err := demoEvidence(e, dir, *out != "", gs, unitID, decisions, time.Since(started)); err != nil {
+	key, err := stewardKey(*keyFile)
+	if err != nil {
+		return err
+	}
+	if err := demoEvidence(e, dir, *out != "", key, gs, unitID, decisions, time.Since(started)); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)

@@ -20,18 +20,20 @@ import (
 // head, a receipt sealed under the key and an attestation. Nothing was
 // executed: the attestation's host says "synthetic", and the energy record
 // is the Estimator's, with the meters' unavailability reported.
-func demoEvidence(e *env, dir string, keep bool, gs *grant.Set, unit canon.ID, decisions []grant.Decision, wall time.Duration) error {
+func demoEvidence(e *env, dir string, keep bool, key *sign.PrivateKey, gs *grant.Set, unit canon.ID, decisions []grant.Decision, wall time.Duration) error {
 	w := e.stdout
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	k, err := sign.Generate()
-	if err != nil {
-		return err
-	}
-	keyPath := filepath.Join(dir, "steward.pem")
-	if err := sign.WritePrivate(keyPath, k); err != nil {
-		return err
+	k := key
+	if k == nil {
+		var err error
+		if k, err = sign.Generate(); err != nil {
+			return err
+		}
+		if err := sign.WritePrivate(filepath.Join(dir, "steward.pem"), k); err != nil {
+			return err
+		}
 	}
 	files := map[string][]byte{"steward.pub": k.Public().MarshalPublic()}
 

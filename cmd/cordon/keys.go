@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 
 	"github.com/cordon-dev/cordon/evidence/sign"
 )
@@ -63,4 +64,18 @@ func loadPublic(e *env, path string) (sign.PublicKey, error) {
 		return sign.PublicKey{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return pub, nil
+}
+
+// stewardKey loads the steward's private key from --key FILE, else from
+// the PEM text in $CORDON_KEY (unset or empty: none); nil when neither is
+// given. Keys never come
+// from a manifest or a workspace.
+func stewardKey(file string) (*sign.PrivateKey, error) {
+	if file != "" {
+		return sign.LoadPrivate(file)
+	}
+	if v := os.Getenv("CORDON_KEY"); v != "" {
+		return sign.LoadPrivateEnv("CORDON_KEY", v)
+	}
+	return nil, nil
 }
