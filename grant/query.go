@@ -1,7 +1,6 @@
 package grant
 
 import (
-	"fmt"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/internal/jsonv"
@@ -48,6 +47,12 @@ type Query struct {
 	Argv      []string `json:"argv,omitempty"`
 }
 
+// invalidQuery wraps ErrInvalid and the reason, and says "query".
+type invalidQuery struct{ err error }
+
+func (e invalidQuery) Error() string   { return "invalid query: " + e.err.Error() }
+func (e invalidQuery) Unwrap() []error { return []error{ErrInvalid, e.err} }
+
 // fieldsOf lists the members each kind of query has.
 var fieldsOf = map[string][]string{
 	KindDevice:  {"class", "mode"},
@@ -67,7 +72,7 @@ var fieldsOf = map[string][]string{
 func ParseQuery(data []byte) (Query, error) {
 	v, err := canon.Parse(data)
 	if err != nil {
-		return Query{}, fmt.Errorf("%w: query: %w", ErrInvalid, err)
+		return Query{}, invalidQuery{err}
 	}
 	return QueryFromValue(v)
 }
@@ -98,10 +103,10 @@ func QueryFromValue(v canon.Value) (Query, error) {
 			q.Proto, _ = o.Str(f, true)
 		case "port":
 			n, _ := o.Int(f, true)
-			if (n < 1 || n > 65535) && r.Err() == nil {
-				r.Fail(f, "port %d is outside 1..65535", n)
+			if int64(int(n)) != n {
+				n = -1 // does not fit this platform's int; Decide denies it either way
 			}
-			q.Port = int(n)
+			q.Port = int(n) // outside 1..65535, Decide denies it as a request
 		case "namespace":
 			q.Namespace, _ = o.Str(f, true)
 		case "key":
@@ -119,7 +124,7 @@ func QueryFromValue(v canon.Value) (Query, error) {
 	}
 	o.End()
 	if err := r.Err(); err != nil {
-		return Query{}, fmt.Errorf("%w: query: %w", ErrInvalid, err)
+		return Query{}, invalidQuery{err}
 	}
 	return q, nil
 }

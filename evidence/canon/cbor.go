@@ -170,6 +170,9 @@ func checkSubset(x any) error {
 			if _, ok := k.(string); !ok {
 				return &Error{Offset: -1, Err: ErrCBORType, Detail: fmt.Sprintf("map key of type %s; only text keys are allowed", cborTypeName(k))}
 			}
+			if err := checkSubset(k); err != nil {
+				return err // a key is text of the subset too: no noncharacters
+			}
 			if err := checkSubset(e); err != nil {
 				return err
 			}

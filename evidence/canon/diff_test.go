@@ -212,6 +212,7 @@ func TestCBORRefuses(t *testing.T) {
 		{"empty", "", ErrCBORMalformed},
 		{"invalid utf8 text", "61ff", ErrCBORMalformed},
 		{"noncharacter text", "63efbfbf", ErrNoncharacter},
+		{"noncharacter map key", "a163efbfbf00", ErrNoncharacter},
 		{"float16 one", "f93c00", ErrCBORType},
 		{"float64 integral", "fb4000000000000000", ErrCBORType},
 		{"byte string", "4161", ErrCBORType},

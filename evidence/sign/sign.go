@@ -68,8 +68,8 @@ type PublicKey struct {
 	key ed25519.PublicKey
 }
 
-func (k *PrivateKey) String() string   { return "sign.PrivateKey(" + k.pub.ID().String() + ")" }
-func (k *PrivateKey) GoString() string { return k.String() }
+func (k PrivateKey) String() string   { return "sign.PrivateKey(" + k.pub.ID().String() + ")" }
+func (k PrivateKey) GoString() string { return k.String() }
 
 // Public returns the public half of k.
 func (k *PrivateKey) Public() PublicKey { return k.pub }

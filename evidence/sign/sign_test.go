@@ -90,7 +90,7 @@ func TestKeyFiles(t *testing.T) {
 		t.Errorf("LoadPrivate of a world-readable key: %v", err)
 	}
 	// The key never shows in formatting.
-	s := fmt.Sprintf("%v %+v %#v %s", k, k, k, k)
+	s := fmt.Sprintf("%v %+v %#v %s %v %+v %#v %s", k, k, k, k, *k, *k, *k, *k)
 	if strings.Contains(s, fmt.Sprintf("%x", k.key[:8])) || !strings.Contains(s, "sign.PrivateKey(b3:") {
 		t.Errorf("formatting a key shows %q", s)
 	}
