@@ -36,3 +36,27 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseQuery: ParseQuery never panics, and Decide never panics on
+// what it returns.
+func FuzzParseQuery(f *testing.F) {
+	f.Add([]byte(`{"kind":"fs","op":"read","path":"/data/x"}`))
+	f.Add([]byte(`{"kind":"egress","host":"127.1","proto":"tcp","port":0}`))
+	f.Add([]byte(`{"kind":"exec","path":"/usr/bin/git","argv":["git","log"]}`))
+	r := rand.New(rand.NewPCG(2, 2))
+	e := New(mustSet(f, genSetDoc(r)))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		q, err := ParseQuery(in)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ParseQuery error does not wrap ErrInvalid: %v", err)
+			}
+			return
+		}
+		d := e.Decide(q)
+		if d.Allow != refAllow(e.Set(), q) {
+			t.Fatalf("Decide(%+v) = %v, reference disagrees", q, d.Allow)
+		}
+		_ = d.Record()
+	})
+}

@@ -1,7 +1,6 @@
 package grant
 
 import (
-
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/internal/jsonv"
 )
