@@ -110,38 +110,7 @@ func c5() Class {
 			},
 			// select: {"grants": GRANTS, "offers": ["S0", …]} → the tier the
 			// host runs, or tier-not-offered.
-			"select": func(in []byte) ([]byte, canon.ID, error) {
-				v, err := canon.Parse(in)
-				if err != nil {
-					return nil, canon.ID{}, err
-				}
-				r := &jsonv.Reader{}
-				o := r.Object(v, "")
-				gv, _ := v.Get("grants")
-				o.Use("grants")
-				offers, _ := o.Strings("offers", true)
-				o.End()
-				if err := r.Err(); err != nil {
-					return nil, canon.ID{}, err
-				}
-				s, err := grant.FromValue(gv)
-				if err != nil {
-					return nil, canon.ID{}, err
-				}
-				var h tier.Host
-				for _, name := range offers {
-					t, err := tier.Parse(name)
-					if err != nil {
-						return nil, canon.ID{}, err
-					}
-					h.Offers = append(h.Offers, t)
-				}
-				t, err := h.Select(s)
-				if err != nil {
-					return nil, canon.ID{}, err
-				}
-				return []byte(t.String()), s.ID(), nil
-			},
+			"select": opSelect,
 		},
 	}
 }
@@ -154,4 +123,39 @@ func c8() Class {
 		Title: "content-addressed process control",
 		Ops:   map[string]Op{"decide": opDecide},
 	}
+}
+
+// opSelect: {"grants": GRANTS, "offers": ["S0", …]} → the tier the host
+// runs, or tier-not-offered.
+func opSelect(in []byte) ([]byte, canon.ID, error) {
+	v, err := canon.Parse(in)
+	if err != nil {
+		return nil, canon.ID{}, err
+	}
+	r := &jsonv.Reader{}
+	o := r.Object(v, "")
+	gv, _ := v.Get("grants")
+	o.Use("grants")
+	offers, _ := o.Strings("offers", true)
+	o.End()
+	if err := r.Err(); err != nil {
+		return nil, canon.ID{}, err
+	}
+	s, err := grant.FromValue(gv)
+	if err != nil {
+		return nil, canon.ID{}, err
+	}
+	var h tier.Host
+	for _, name := range offers {
+		t, err := tier.Parse(name)
+		if err != nil {
+			return nil, canon.ID{}, err
+		}
+		h.Offers = append(h.Offers, t)
+	}
+	t, err := h.Select(s)
+	if err != nil {
+		return nil, canon.ID{}, err
+	}
+	return []byte(t.String()), s.ID(), nil
 }

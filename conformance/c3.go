@@ -19,6 +19,7 @@ var (
 	errReplayDiverged  = errors.New("replay: diverged")
 	errReplayTruncated = errors.New("replay: truncated")
 	errGrantMutated    = errors.New("grant set changed mid-run: before and after addresses differ")
+	errDenied          = errors.New("request denied")
 )
 
 // input reads a vector's JSON object input: its string members by name
@@ -227,6 +228,15 @@ func opJournalReplay(in []byte) ([]byte, canon.ID, error) {
 // expects an error.
 func cneg() Class {
 	return Class{Name: "C-neg", Title: "negatives", Ops: map[string]Op{
+		// decide: as in C2, but a denial is the expected error "denied".
+		"decide": func(in []byte) ([]byte, canon.ID, error) {
+			out, id, err := opDecide(in)
+			if err == nil && string(out) == "deny" {
+				return nil, id, errDenied
+			}
+			return out, id, err
+		},
+		"select":         opSelect,
 		"receipt-verify": opReceiptVerify,
 		"attest-verify":  opAttestVerify,
 		"journal-replay": opJournalReplay,

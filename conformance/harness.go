@@ -75,6 +75,7 @@ var kinds = map[string]error{
 	"replay-diverged":     errReplayDiverged,
 	"replay-truncated":    errReplayTruncated,
 	"grant-mutated":       errGrantMutated,
+	"denied":              errDenied,
 }
 
 // ErrorKinds returns the error kind names a vector may expect, sorted.
