@@ -378,10 +378,15 @@ func Verify(b []byte, pub sign.PublicKey) (*Core, canon.ID, error) {
 	}
 	want := pub.ID().String()
 	ok := false
+	seen := map[string]bool{}
 	for i, s := range env.Sigs {
 		if _, err := canon.ParseID(s.KeyID); err != nil {
 			return nil, canon.ID{}, fmt.Errorf("%w: sigs[%d].kid: %w", ErrInvalid, i, err)
 		}
+		if seen[s.KeyID] {
+			return nil, canon.ID{}, fmt.Errorf("%w: sigs[%d]: a second signature by %s", ErrInvalid, i, s.KeyID)
+		}
+		seen[s.KeyID] = true
 		sig, err := base64.RawURLEncoding.Strict().DecodeString(s.Sig)
 		if err != nil || base64.RawURLEncoding.EncodeToString(sig) != s.Sig {
 			return nil, canon.ID{}, fmt.Errorf("%w: sigs[%d].sig is not canonical base64url", ErrInvalid, i)

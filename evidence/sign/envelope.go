@@ -70,6 +70,7 @@ func Open(envelope []byte, pub PublicKey, payloadType string) ([]byte, error) {
 	}
 	want := pub.ID().String()
 	verified := false
+	seen := map[string]bool{}
 	for i, s := range sigs {
 		so := r.Object(s, fmt.Sprintf("signatures[%d]", i))
 		kid, _ := so.Str("keyid", true)
@@ -81,6 +82,10 @@ func Open(envelope []byte, pub PublicKey, payloadType string) ([]byte, error) {
 		if _, err := canon.ParseID(kid); err != nil {
 			return nil, fmt.Errorf("%w: signatures[%d].keyid: %w", ErrEnvelope, i, err)
 		}
+		if seen[kid] {
+			return nil, fmt.Errorf("%w: signatures[%d]: a second signature by %s", ErrEnvelope, i, kid)
+		}
+		seen[kid] = true
 		sig, err := strictBase64(s64)
 		if err != nil {
 			return nil, fmt.Errorf("%w: signatures[%d].sig: %v", ErrEnvelope, i, err)

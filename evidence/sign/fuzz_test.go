@@ -2,11 +2,13 @@ package sign
 
 import (
 	"bytes"
+	"encoding/base64"
 	"testing"
 )
 
-// FuzzOpen: Open never panics and opens only what the key signed in the
-// context asked for.
+// FuzzOpen: Open never panics and opens only envelopes that carry the
+// key's own (deterministic) signature of the payload in the context asked
+// for. Other signers' entries may be present; the key's may appear once.
 func FuzzOpen(f *testing.F) {
 	k, _ := NewKeyFromSeed(make([]byte, 32))
 	f.Add(Seal(k, PayloadJournalHead, []byte(`{"count":1}`)))
@@ -16,8 +18,9 @@ func FuzzOpen(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !bytes.Equal(Seal(k, PayloadJournalHead, p), in) {
-			t.Fatalf("opened %q, which is not the key's own envelope of its payload", in)
+		sig := base64.StdEncoding.EncodeToString(k.Sign(PayloadJournalHead, p))
+		if bytes.Count(in, []byte(`"sig":"`+sig+`"`)) != 1 {
+			t.Fatalf("opened %q, which does not carry the key's signature of its payload exactly once", in)
 		}
 	})
 }

@@ -150,6 +150,11 @@ func TestEnvelope(t *testing.T) {
 			t.Fatalf("envelope with bit %d flipped opened: %q", i, p)
 		}
 	}
+	// A second entry by the same key (a malleable copy) is refused.
+	dup := strings.Replace(string(env), `"signatures":[{`, `"signatures":[`+string(env[strings.Index(string(env), `{"keyid"`):strings.LastIndex(string(env), "]")])+`,{`, 1)
+	if _, err := Open([]byte(dup), k.Public(), PayloadJournalHead); !errors.Is(err, ErrEnvelope) {
+		t.Errorf("envelope with the signature twice: %v", err)
+	}
 	// Non-canonical spellings of the same envelope are refused.
 	spaced := strings.Replace(string(env), ",", ", ", 1)
 	if _, err := Open([]byte(spaced), k.Public(), PayloadJournalHead); !errors.Is(err, ErrEnvelope) {
