@@ -31,11 +31,7 @@ func runCanon(e *env, args []string) error {
 func canonJCS(e *env, args []string) error {
 	fs := flag.NewFlagSet("canon jcs", flag.ContinueOnError)
 	rfcNumbers := fs.Bool("rfc8785-numbers", false, "read numbers as IEEE-754 doubles as RFC 8785 does (rounds; never for cordon objects)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	arg, err := oneArg(pos)
+	arg, err := parseOneArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -55,11 +51,7 @@ func canonJCS(e *env, args []string) error {
 func canonCBOR(e *env, args []string) error {
 	fs := flag.NewFlagSet("canon cbor", flag.ContinueOnError)
 	asHex := fs.Bool("hex", false, "write lower-case hex and a newline instead of binary")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	arg, err := oneArg(pos)
+	arg, err := parseOneArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -86,11 +78,7 @@ func canonCBOR(e *env, args []string) error {
 func canonID(e *env, args []string) error {
 	fs := flag.NewFlagSet("canon id", flag.ContinueOnError)
 	form := fs.String("form", "jcs", "what to hash: jcs (the JCS bytes), cbor (the deterministic CBOR bytes) or raw (the bytes as they are)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	arg, err := oneArg(pos)
+	arg, err := parseOneArg(fs, args)
 	if err != nil {
 		return err
 	}

@@ -196,6 +196,16 @@ func openInput(e *env, arg string) (string, io.Reader, func(), error) {
 	return arg, f, func() { f.Close() }, nil
 }
 
+// parseOneArg parses flags and returns the single optional positional
+// argument.
+func parseOneArg(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return "", err
+	}
+	return oneArg(pos)
+}
+
 // oneArg returns the single optional positional argument.
 func oneArg(pos []string) (string, error) {
 	switch len(pos) {
