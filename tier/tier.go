@@ -141,8 +141,3 @@ func FormatList(ts []Tier) string {
 	}
 	return b.String()
 }
-
-// Local describes this build of cordon on this machine. No tier's
-// mechanisms exist yet in cordon (the sandbox is still to come), so it
-// offers none: every run is refused rather than run unenforced.
-func Local() Host { return Host{} }

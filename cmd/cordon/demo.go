@@ -10,6 +10,7 @@ import (
 	"github.com/cordon-dev/cordon/conformance"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/tier"
 )
 
@@ -124,8 +125,11 @@ func runDemo(e *env, args []string) error {
 	}
 	req := tier.Required(gs)
 	fmt.Fprintf(w, "required tier: %s", req)
-	if _, err := tier.Local().Select(gs); err != nil {
-		fmt.Fprintf(w, " (this build offers %s: a run would be refused, never run unenforced)", tier.FormatList(tier.Local().Offers))
+	host := tier.Host{Offers: sandbox.Offers()}
+	if _, err := host.Select(gs); err != nil {
+		fmt.Fprintf(w, " (this host offers %s: a run would be refused, never run unenforced)", tier.FormatList(host.Offers))
+	} else {
+		fmt.Fprintf(w, " (this host offers %s)", tier.FormatList(host.Offers))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)

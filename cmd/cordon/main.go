@@ -38,6 +38,7 @@ func verbs() []verb {
 		{"canon", "jcs|cbor|id [flags] [FILE|-]", "canonical forms and ContentIds of JSON documents", runCanon},
 		{"grant", "check|covers|id FILES…", "decide a query, check attenuation, address a grant set", runGrant},
 		{"tier", "[--offers S0,…] GRANTS.json", "the isolation tier a grant set requires", runTier},
+		{"exec", "[flags] -- PROGRAM [ARG…]", "run a command in the sandbox, with a receipt", runExec},
 		{"keygen", "--out FILE", "make an Ed25519 steward key", runKeygen},
 		{"pubkey", "KEY.pem", "print a key's public key and key id", runPubkey},
 		{"verify", "receipt|attestation|journal FILE…", "verify evidence offline", runVerify},
@@ -112,7 +113,15 @@ func report(stderr io.Writer, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	var es *exitStatus
+	if errors.As(err, &es) {
+		return es.code
+	}
 	status := 1
+	var rf *refusal
+	if errors.As(err, &rf) {
+		status = rf.code
+	}
 	hint := ""
 	var ue *usageError
 	if errors.As(err, &ue) {

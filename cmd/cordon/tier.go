@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/tier"
 )
 
@@ -25,7 +26,7 @@ func runTier(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	host := tier.Local()
+	host := tier.Host{Offers: sandbox.Offers()}
 	if *offers != "" {
 		host = tier.Host{}
 		for _, name := range strings.Split(*offers, ",") {
@@ -44,7 +45,10 @@ func runTier(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "host offers: %s\n", tier.FormatList(host.Offers))
 	if _, err := host.Select(s); err != nil {
 		if errors.Is(err, tier.ErrNotOffered) && *offers == "" {
-			return withHint(err, "this build of cordon enforces no tier yet (the sandbox has not landed); runs are refused, never run unenforced")
+			if perr := sandbox.Probe(tier.Required(s)); perr != nil && (tier.Required(s) == tier.S2 || tier.Required(s) == tier.S3) {
+				return withHint(err, perr.Error())
+			}
+			return withHint(err, "this host runs S2 and S3 (cordon's sandbox) when its kernel allows; a run is refused rather than run at another tier")
 		}
 		return err
 	}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cordon-dev/cordon/energy"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/receipt"
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// defaultExecGrants is the grant set of a `cordon exec` without --grants:
+// untrusted code, a fixed list of common runtime tools by name, no
+// network, no environment, and the default limits.
+//
+//go:embed defaults/exec-grants.json
+var defaultExecGrants []byte
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// exitStatus makes run return a status without printing anything more.
+type exitStatus struct{ code int }
+
+func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// refusal is an error that exits 125 (or 126, 127), printed as usual.
+type refusal struct {
+	code int
+	err  error
+}
+
+func (e *refusal) Error() string { return e.err.Error() }
+func (e *refusal) Unwrap() error { return e.err }
+
+func runExec(e *env, args []string) error {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	grantsFile := fs.String("grants", "", "the grant set (default: the embedded one; see docs/sandbox.md)")
+	workspace := fs.String("workspace", "", "the host directory inputs come from and outputs return to")
+	var ins, outs listFlag
+	fs.Var(&ins, "in", "a workspace-relative file or directory to stage into /work (repeatable)")
+	fs.Var(&outs, "out", "a workspace-relative path to copy back after the run (repeatable)")
+	timeout := fs.Duration("timeout", 0, "wall-clock limit, at most the grant set's wall_ms")
+	receiptFile := fs.String("receipt", "", "write a signed receipt here (needs --key or $CORDON_KEY)")
+	keyFile := fs.String("key", "", "the steward key that signs the receipt (default: $CORDON_KEY)")
+	tenant := fs.String("tenant", "", "the tenant of a multi-tenant (S3) run")
+	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
+	fs.SetOutput(discard{})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{msg: err.Error(), hint: "usage: cordon exec [flags] -- PROGRAM [ARG…]"}
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return &usageError{msg: "exec: no program given", hint: "usage: cordon exec [flags] -- PROGRAM [ARG…]"}
+	}
+	refuse := func(err error) error { return &refusal{code: sandbox.ExitRefused, err: err} }
+
+	gsBytes, gsName := defaultExecGrants, "the embedded default grant set"
+	if *grantsFile != "" {
+		b, err := os.ReadFile(*grantsFile)
+		if err != nil {
+			return refuse(fmt.Errorf("exec: --grants: %w", err))
+		}
+		gsBytes, gsName = b, *grantsFile
+	}
+	gs, err := grant.Parse(gsBytes)
+	if err != nil {
+		return refuse(fmt.Errorf("exec: %s: %w", gsName, err))
+	}
+	limits, err := execLimits(gs, *timeout)
+	if err != nil {
+		return refuse(fmt.Errorf("exec: %s: %w", gsName, err))
+	}
+	t, err := tier.Host{Offers: sandbox.Offers()}.Select(gs)
+	if err != nil {
+		if perr := sandbox.Probe(tier.Required(gs)); perr != nil {
+			err = perr
+		}
+		return refuse(withHint(fmt.Errorf("exec: %w", err), "cordon runs untrusted code only inside its sandbox (S2, or S3 with --tenant); see docs/sandbox.md"))
+	}
+	var key *sign.PrivateKey
+	if *receiptFile != "" {
+		k, err := stewardKey(*keyFile)
+		if err != nil {
+			return refuse(fmt.Errorf("exec: %w", err))
+		}
+		if k == nil {
+			return &usageError{msg: "exec: --receipt needs a key", hint: "pass --key FILE or set $CORDON_KEY (make one with 'cordon keygen')"}
+		}
+		key = k
+	} else if *keyFile != "" {
+		return &usageError{msg: "exec: --key given without --receipt"}
+	}
+	state, err := execStateDir(*stateDir)
+	if err != nil {
+		return refuse(fmt.Errorf("exec: %w", err))
+	}
+	ws := ""
+	if *workspace != "" {
+		ws, err = filepath.Abs(*workspace)
+		if err != nil {
+			return refuse(err)
+		}
+	}
+	vars := map[string]string{}
+	for _, name := range gs.Env {
+		if v, ok := os.LookupEnv(name); ok {
+			vars[name] = v
+		}
+	}
+	spec := &sandbox.Spec{
+		Argv: argv, Grants: gs, Tier: t, Tenant: *tenant, StateDir: state,
+		Workspace: ws, Inputs: ins, Outputs: outs, Env: vars, Limits: limits,
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := sandbox.Run(ctx, spec)
+	if err != nil {
+		var ee *sandbox.ExitError
+		if errors.As(err, &ee) {
+			return &refusal{code: ee.Code, err: fmt.Errorf("exec: %w", err)}
+		}
+		return refuse(fmt.Errorf("exec: %w", err))
+	}
+	if res.TimedOut {
+		fmt.Fprintf(e.stderr, "cordon: error: exec: %s: killed after the wall-clock limit of %s\n", argv[0], limits.Wall)
+	}
+	if res.OOMKills > 0 {
+		fmt.Fprintf(e.stderr, "cordon: note: exec: the run hit its memory limit of %d bytes (%d OOM kills)\n", limits.MemoryBytes, res.OOMKills)
+	}
+	if res.OutputsErr != nil {
+		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
+	}
+	if key != nil {
+		if err := writeExecReceipt(key, *receiptFile, argv, res); err != nil {
+			return refuse(fmt.Errorf("exec: receipt: %w", err))
+		}
+	}
+	switch {
+	case res.OutputsErr != nil:
+		return &exitStatus{code: sandbox.ExitRefused}
+	default:
+		return &exitStatus{code: res.ExitCode}
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// execLimits are the sandbox defaults narrowed or widened to what the
+// grant set names; --timeout may only shorten the wall clock.
+func execLimits(gs *grant.Set, timeout time.Duration) (sandbox.Limits, error) {
+	l := sandbox.DefaultLimits()
+	g := gs.Limits
+	switch {
+	case g.CPUMS != nil:
+		return l, errors.New("limits.cpu_ms is not enforced by cordon exec yet; remove it or use wall_ms")
+	case g.EnergyUJ != nil:
+		return l, errors.New("limits.energy_uj is not enforced by cordon exec yet")
+	case g.MaxRuns != nil:
+		return l, errors.New("limits.max_runs is not enforced by cordon exec yet")
+	}
+	if g.WallMS != nil {
+		l.Wall = time.Duration(*g.WallMS) * time.Millisecond
+	}
+	if g.MemoryBytes != nil {
+		l.MemoryBytes = *g.MemoryBytes
+	}
+	if g.PIDs != nil {
+		l.PIDs = *g.PIDs
+	}
+	if g.FileSizeBytes != nil {
+		l.FileSizeBytes = *g.FileSizeBytes
+	}
+	if timeout < 0 {
+		return l, fmt.Errorf("--timeout %s is negative", timeout)
+	}
+	if timeout > 0 {
+		if timeout > l.Wall {
+			return l, fmt.Errorf("--timeout %s exceeds the granted wall clock of %s", timeout, l.Wall)
+		}
+		l.Wall = timeout
+	}
+	return l, nil
+}
+
+// execStateDir returns the state directory, creating it (0700) if it
+// does not exist.
+func execStateDir(flagValue string) (string, error) {
+	dir := flagValue
+	if dir == "" {
+		dir = os.Getenv("CORDON_STATE")
+	}
+	if dir == "" {
+		if os.Geteuid() == 0 {
+			dir = "/var/lib/cordon"
+		} else {
+			base, err := os.UserCacheDir()
+			if err != nil {
+				return "", fmt.Errorf("no state directory: %w (pass --state)", err)
+			}
+			dir = filepath.Join(base, "cordon")
+		}
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return dir, nil
+}
+
+// execUnit is the document a receipt's unit field addresses: what was
+// asked to run, and with what.
+func execUnit(argv []string, res *sandbox.Result) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString(`{"argv":[`)
+	for i, a := range argv {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(jsonString(a))
+	}
+	b.WriteString(`],"grants":` + jsonString(res.GrantsID.String()))
+	b.WriteString(`,"inputs":{`)
+	for i, f := range res.Inputs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(jsonString(f.Path) + ":" + jsonString(f.ID.String()))
+	}
+	b.WriteString(`},"program":{"b3":` + jsonString(res.Program.B3.String()) + `,"path":` + jsonString(res.Program.Path) + `}`)
+	b.WriteString(`,"tier":` + jsonString(res.Tier.String()) + `,"type":"cordon.exec.v1"}`)
+	return canon.JCS([]byte(b.String()))
+}
+
+func writeExecReceipt(k *sign.PrivateKey, file string, argv []string, res *sandbox.Result) error {
+	unit, err := execUnit(argv, res)
+	if err != nil {
+		return err
+	}
+	busy := uint64(max(res.CPUNanos, 0))
+	wall := uint64(max(res.Wall().Nanoseconds(), 0))
+	est, err := energy.DefaultCoefficients.Estimate(busy, wall, 1)
+	if err != nil {
+		return err
+	}
+	outs := map[string]string{}
+	for _, f := range res.Outputs {
+		outs[f.Path] = f.ID.String()
+	}
+	code := int64(res.ExitCode)
+	rc := &receipt.Core{
+		Type: receipt.Type, Unit: canon.Sum(unit).String(), Grants: res.GrantsID.String(), Tier: res.Tier.String(),
+		StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()), Exit: code, Outputs: outs,
+		Devices: []receipt.Device{{Class: "cpu", Provenance: receipt.Estimator, EstimatedUJ: est, BusyNS: busy}},
+	}
+	rc.Finish()
+	env, _, err := receipt.Seal(k, rc)
+	if err != nil {
+		return err
+	}
+	if err := writeNew(file+".unit.json", unit); err != nil {
+		return err
+	}
+	return writeNew(file, env)
+}
+
+// writeNew writes a file that must not exist yet.
+func writeNew(name string, b []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// jsonString is s as a JSON string.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

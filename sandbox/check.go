@@ -1,0 +1,68 @@
+package sandbox
+
+import (
+	"regexp"
+
+	"github.com/cordon-dev/cordon/sandbox/stage"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// check refuses a spec that is incomplete or that the grant set does not
+// allow, before anything is probed or started.
+func (s *Spec) check() error {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return refusedf("no program to run")
+	}
+	if s.Grants == nil {
+		return refusedf("no grant set: a run without grants is never started")
+	}
+	req := tier.Required(s.Grants)
+	if req != s.Tier {
+		return refusedf("the grant set requires tier %s, and a run executes at exactly its required tier (asked for %s)", req, s.Tier)
+	}
+	switch s.Tier {
+	case tier.S2:
+		if s.Tenant != "" {
+			return refusedf("tenant %q given for a single-tenant (S2) run", s.Tenant)
+		}
+	case tier.S3:
+		if !validTenant.MatchString(s.Tenant) {
+			return refusedf("an S3 run needs a tenant name matching %s, got %q", validTenant, s.Tenant)
+		}
+	default:
+		return refusedf("the sandbox provides S2 and S3, not %s", s.Tier)
+	}
+	l := s.Limits
+	for _, v := range []struct {
+		name string
+		v    int64
+	}{
+		{"wall", int64(l.Wall)}, {"memory", l.MemoryBytes}, {"pids", l.PIDs}, {"cpu", l.CPUMillis},
+		{"nofile", l.NoFile}, {"file size", l.FileSizeBytes}, {"tmp size", l.TmpBytes}, {"work size", l.WorkBytes},
+		{"stage file size", l.Stage.MaxFileBytes}, {"stage total", l.Stage.MaxTotalBytes}, {"stage files", int64(l.Stage.MaxFiles)},
+	} {
+		if v.v <= 0 {
+			return refusedf("limit %s must be positive, got %d", v.name, v.v)
+		}
+	}
+	if (len(s.Inputs) > 0 || len(s.Outputs) > 0) && s.Workspace == "" {
+		return refusedf("inputs or outputs were declared without a workspace")
+	}
+	for _, p := range s.Inputs {
+		if err := stage.CheckPath(p); err != nil {
+			return refusedf("input %q: %v", p, err)
+		}
+	}
+	for _, p := range s.Outputs {
+		if err := stage.CheckPath(p); err != nil {
+			return refusedf("output %q: %v", p, err)
+		}
+	}
+	if s.StateDir == "" {
+		return refusedf("no state directory")
+	}
+	return nil
+}
+
+// validTenant is the form of a tenant name: it becomes a directory name.
+var validTenant = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)

@@ -1,0 +1,226 @@
+package sandbox
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/sandbox/exechash"
+)
+
+// searchPath is PATH inside the sandbox, and where names are resolved.
+var searchPath = []string{"/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"}
+
+// runtimeRoots are the host directories the sandbox sees read-only, at
+// the same paths. A path that resolves outside them is not in the
+// runtime.
+var runtimeRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// programDirs are the runtime directories that hold programs rather than
+// libraries. Inside the sandbox they are noexec except for the allowed
+// executables, which are bound back executable one by one.
+var programDirs = []string{"/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/usr/libexec", "/usr/games", "/usr/local/games"}
+
+// alternatives is Debian's alternatives directory: symbolic links only,
+// bound read-only so that /usr/bin/awk → /etc/alternatives/awk resolves.
+const alternatives = "/etc/alternatives"
+
+// hashes is shared by every run in this process.
+var hashes = exechash.New(4096)
+
+// execPlan is the exec side of a run, decided on the host before start:
+// the program, the files Landlock lets the sandbox execute, and the
+// runtime files masked because their hash is denied.
+type execPlan struct {
+	program Program
+	// execFiles are host paths (the same inside) of every file execve
+	// may open: the allowed executables and their ELF interpreters.
+	execFiles []string
+}
+
+// inRuntime reports whether the clean absolute path p lies in the runtime.
+func inRuntime(p string) bool {
+	for _, r := range runtimeRoots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve finds name in the runtime: a name without a slash is searched
+// in searchPath; an absolute path is taken as is. It returns the path as
+// found (for the decision's name) and the fully resolved file, which must
+// lie in the runtime.
+func resolve(name string) (found, real string, err error) {
+	switch {
+	case name == "":
+		return "", "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w: empty program name", ErrNotFound)}
+	case strings.Contains(name, "/"):
+		if !path.IsAbs(name) || path.Clean(name) != name {
+			return "", "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %q: a program path must be absolute and clean, and lie in the runtime (the workspace and /tmp are not executable)", ErrCannotExec, name)}
+		}
+		real, err := realRuntimePath(name)
+		return name, real, err
+	}
+	for _, dir := range searchPath {
+		p := dir + "/" + name
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		real, err := realRuntimePath(p)
+		if err != nil {
+			return "", "", err
+		}
+		return p, real, nil
+	}
+	return "", "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w: %q is not in the runtime's PATH (%s)", ErrNotFound, name, strings.Join(searchPath, ":"))}
+}
+
+// realRuntimePath resolves every symbolic link in p and requires the
+// result to be in the runtime (links through /etc/alternatives are
+// followed, as they are inside).
+func realRuntimePath(p string) (string, error) {
+	if !inRuntime(p) {
+		return "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %s is not in the runtime (%s)", ErrCannotExec, p, strings.Join(runtimeRoots, ", "))}
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w: %s", ErrNotFound, p)}
+	}
+	if err != nil {
+		return "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
+	}
+	if !inRuntime(real) {
+		return "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %s resolves to %s, outside the runtime", ErrCannotExec, p, real)}
+	}
+	return real, nil
+}
+
+// hashExecutable opens an executable regular file and returns its hash.
+func hashExecutable(p string) (canon.ID, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return canon.ID{}, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return canon.ID{}, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return canon.ID{}, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %s is not an executable regular file", ErrCannotExec, p)}
+	}
+	id, err := hashes.SumFile(f)
+	if err != nil {
+		return canon.ID{}, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: hashing %s: %v", ErrCannotExec, p, err)}
+	}
+	return id, nil
+}
+
+// interpreter returns the ELF interpreter (PT_INTERP) of the file at p,
+// or "" when it has none (static binaries, scripts).
+func interpreter(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err != nil || string(magic) != elf.ELFMAG {
+		return "", nil // not ELF: a script, or something execve refuses
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", p, err)
+	}
+	for _, prog := range ef.Progs {
+		if prog.Type != elf.PT_INTERP {
+			continue
+		}
+		if prog.Filesz > 4096 {
+			return "", fmt.Errorf("%s: ELF interpreter path too long", p)
+		}
+		b := make([]byte, prog.Filesz)
+		if _, err := prog.ReadAt(b, 0); err != nil {
+			return "", fmt.Errorf("reading the ELF interpreter of %s: %v", p, err)
+		}
+		return strings.TrimRight(string(b), "\x00"), nil
+	}
+	return "", nil
+}
+
+// planExec decides the program and computes the executable set. Only the
+// program is decided with its arguments; the other allowed names are
+// decided with their granted argument prefix, since the kernel boundary
+// cannot see arguments (docs/sandbox.md, "Exec control").
+func planExec(e *grant.Enforcer, argv []string) (*execPlan, error) {
+	found, real, err := resolve(argv[0])
+	if err != nil {
+		return nil, err
+	}
+	id, err := hashExecutable(real)
+	if err != nil {
+		return nil, err
+	}
+	q := grant.Query{Kind: grant.KindExec, Path: found, B3: id.String(), Argv: append([]string{path.Base(found)}, argv[1:]...)}
+	d := e.Decide(q)
+	if !d.Allow {
+		return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: exec %s: %s (rule %s)", ErrRefused, found, d.Reason, d.Rule)}
+	}
+	plan := &execPlan{program: Program{Path: found, B3: id, Decision: d}}
+	files := []string{real}
+	for _, r := range e.Set().Exec {
+		if r.Name == "" {
+			continue // a hash-only rule allows what it matches: the program, if anything
+		}
+		rf, rreal, err := resolve(r.Name)
+		if err != nil {
+			continue // an allowed name the runtime lacks allows nothing
+		}
+		rid, err := hashExecutable(rreal)
+		if err != nil {
+			continue
+		}
+		rq := grant.Query{Kind: grant.KindExec, Path: rf, B3: rid.String(), Argv: append([]string{r.Name}, r.Args...)}
+		if e.Decide(rq).Allow {
+			files = append(files, rreal)
+		}
+	}
+	// Each allowed ELF file's interpreter must be executable too; one
+	// whose hash is denied refuses the run.
+	denied := e.Set().ExecDeny
+	for _, f := range slices.Clone(files) {
+		interp, err := interpreter(f)
+		if err != nil {
+			return nil, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
+		}
+		if interp == "" {
+			continue
+		}
+		ireal, err := realRuntimePath(interp)
+		if err != nil {
+			return nil, err
+		}
+		iid, err := hashExecutable(ireal)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(denied, iid) {
+			return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: the ELF interpreter %s of %s is denied by content hash", ErrRefused, ireal, f)}
+		}
+		files = append(files, ireal)
+	}
+	slices.Sort(files)
+	plan.execFiles = slices.Compact(files)
+	return plan, nil
+}

@@ -1,0 +1,207 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-dev/cordon/sandbox/seccomp"
+)
+
+// init turns this process into the sandbox's init when it was started as
+// one. It runs before main and never returns in that case.
+func init() {
+	if len(os.Args) == 0 || os.Args[0] != InitArg0 {
+		return
+	}
+	// Every restriction below is per thread (no_new_privs, the
+	// capability bounding set, Landlock, seccomp) and the program is
+	// forked from this same thread, so it inherits all of them.
+	runtime.LockOSThread()
+	os.Exit(initMain())
+}
+
+// initErr is a setup failure with the exit status it maps to.
+type initErr struct {
+	code int
+	err  error
+}
+
+func setupErr(format string, args ...any) *initErr {
+	return &initErr{code: ExitRefused, err: fmt.Errorf(format, args...)}
+}
+
+func initMain() int {
+	cfgFile := os.NewFile(3, "config")
+	control := os.NewFile(4, "control")
+	status := os.NewFile(5, "status")
+	if cfgFile == nil || control == nil || status == nil {
+		fmt.Fprintln(os.Stderr, "cordon: error: sandbox init started without its pipes")
+		return ExitRefused
+	}
+	enc := json.NewEncoder(status)
+	fail := func(e *initErr) int {
+		_ = enc.Encode(initMessage{Error: e.err.Error(), Code: e.code})
+		return e.code
+	}
+
+	var cfg initConfig
+	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(cfgFile, 4<<20)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return fail(setupErr("sandbox init: reading the configuration: %v", err))
+	}
+	cfgFile.Close()
+
+	if e := buildRoot(&cfg); e != nil {
+		return fail(e)
+	}
+	if err := enc.Encode(initMessage{Ready: true}); err != nil {
+		return ExitRefused
+	}
+	var b [1]byte
+	if n, _ := control.Read(b[:]); n != 1 || b[0] != 'g' {
+		return ExitRefused // the parent gave up
+	}
+	pid, e := startProgram(&cfg)
+	if e != nil {
+		return fail(e)
+	}
+	msg := reap(pid)
+	if err := enc.Encode(msg); err != nil {
+		return ExitRefused
+	}
+	// Hold /work until the parent has copied the outputs out.
+	_, _ = io.Copy(io.Discard, control)
+	return 0
+}
+
+// startProgram applies the last restrictions to this thread and starts
+// the program from it.
+func startProgram(cfg *initConfig) (int, *initErr) {
+	// Everything but stdio is closed at exec (CVE-2024-21626: a leaked
+	// fd to a host directory is a way out).
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return 0, setupErr("close_range: %v", err)
+	}
+	if e := setRlimits(cfg); e != nil {
+		return 0, e
+	}
+	if e := dropCapabilities(); e != nil {
+		return 0, e
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, setupErr("no_new_privs: %v", err)
+	}
+	if e := restrictLandlock(cfg); e != nil {
+		return 0, e
+	}
+	if err := seccomp.Install(); err != nil {
+		return 0, setupErr("seccomp: %v", err)
+	}
+	cmd := &exec.Cmd{
+		Path:   cfg.Path,
+		Args:   cfg.Argv,
+		Env:    cfg.Env,
+		Dir:    "/work",
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid:     true, // no controlling terminal: TIOCSTI has no target
+			Pdeathsig:  syscall.SIGKILL,
+			Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), NoSetGroups: true},
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return 0, &initErr{code: ExitNotFound, err: fmt.Errorf("%s: %v", cfg.Path, err)}
+		case errors.Is(err, unix.EACCES), errors.Is(err, unix.ENOEXEC), errors.Is(err, unix.EPERM):
+			return 0, &initErr{code: ExitCannotExec, err: fmt.Errorf("%s: %v", cfg.Path, err)}
+		}
+		return 0, setupErr("starting %s: %v", cfg.Path, err)
+	}
+	return cmd.Process.Pid, nil
+}
+
+// reap waits for the program, then kills and reaps everything else in
+// the PID namespace: nothing the program started outlives it.
+func reap(pid int) initMessage {
+	var msg initMessage
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			break // ECHILD: nothing left
+		}
+		if got != pid {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			code := ws.ExitStatus()
+			msg.Exit = &code
+		case ws.Signaled():
+			msg.Signal = int(ws.Signal())
+		default:
+			continue
+		}
+		_ = unix.Kill(-1, unix.SIGKILL)
+	}
+	return msg
+}
+
+func setRlimits(cfg *initConfig) *initErr {
+	limits := []struct {
+		name string
+		res  int
+		v    int64
+	}{
+		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.NoFile},
+		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.FileSize},
+		{"RLIMIT_NPROC", unix.RLIMIT_NPROC, cfg.NProc},
+		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0},
+	}
+	for _, l := range limits {
+		if l.v < 0 {
+			return setupErr("%s: negative limit %d", l.name, l.v)
+		}
+		// syscall.Setrlimit, not unix: it also stops os/exec from
+		// restoring the original RLIMIT_NOFILE in the child.
+		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: uint64(l.v), Max: uint64(l.v)}); err != nil {
+			return setupErr("%s=%d: %v", l.name, l.v, err)
+		}
+	}
+	return nil
+}
+
+// dropCapabilities empties the bounding and ambient sets of this thread,
+// so that nothing it executes can ever gain a capability; the program
+// also runs under a non-zero uid, which clears its permitted set.
+func dropCapabilities() *initErr {
+	for c := 0; c <= 63; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if errors.Is(err, unix.EINVAL) {
+			break // past CAP_LAST_CAP
+		}
+		if err != nil {
+			return setupErr("dropping capability %d from the bounding set: %v", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return setupErr("clearing ambient capabilities: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package sandbox
+
+import (
+	"fmt"
+
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// minLandlockABI is the oldest Landlock ABI cordon accepts. ABI 1 covers
+// the file system rights cordon relies on (read, write, execute, make);
+// later ABIs add layers that are applied when present: rename/link
+// across directories (2), truncate (3), TCP bind/connect (4), device
+// ioctls (5), abstract unix socket and signal scoping (6).
+const minLandlockABI = 1
+
+// landlockABI returns the running kernel's Landlock ABI, or an error.
+func landlockABI() (int, error) {
+	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	v := int(r)
+	if errno != 0 {
+		err := error(errno)
+		return 0, fmt.Errorf("Landlock: %v (is \"landlock\" in the kernel's lsm= list?)", err)
+	}
+	if v < minLandlockABI {
+		return v, fmt.Errorf("Landlock ABI %d is below the minimum %d", v, minLandlockABI)
+	}
+	return v, nil
+}
+
+// fsRights returns the file system rights ABI v knows.
+func fsRights(v int) uint64 {
+	r := uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
+		unix.LANDLOCK_ACCESS_FS_REMOVE_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE | unix.LANDLOCK_ACCESS_FS_MAKE_CHAR | unix.LANDLOCK_ACCESS_FS_MAKE_DIR |
+		unix.LANDLOCK_ACCESS_FS_MAKE_REG | unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_MAKE_FIFO | unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK | unix.LANDLOCK_ACCESS_FS_MAKE_SYM)
+	if v >= 2 {
+		r |= unix.LANDLOCK_ACCESS_FS_REFER
+	}
+	if v >= 3 {
+		r |= unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	}
+	if v >= 5 {
+		r |= unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	}
+	return r
+}
+
+// restrictLandlock restricts this thread (and what it forks) to: read
+// everything in the new root (which holds only what cordon put there),
+// write only /work, /tmp and /dev/shm, read and write the device nodes,
+// execute only cfg.ExecFiles, no TCP bind or connect (ABI ≥ 4), and no
+// abstract unix sockets or signals outside the sandbox (ABI ≥ 6).
+func restrictLandlock(cfg *initConfig) *initErr {
+	v := cfg.LandlockABI
+	handled := fsRights(v)
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled}
+	size := unsafe.Sizeof(attr.Handled_access_fs) // the struct as ABI 1-3 know it
+	if v >= 4 {
+		attr.Handled_access_net = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+		size += unsafe.Sizeof(attr.Handled_access_net)
+	}
+	if v >= 6 {
+		attr.Scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
+		size += unsafe.Sizeof(attr.Scoped)
+	}
+	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	fd := int(r)
+	if errno != 0 {
+		err := error(errno)
+		return setupErr("Landlock ABI %d: creating the ruleset: %v", v, err)
+	}
+	defer unix.Close(fd)
+
+	read := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
+	write := handled &^ (unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_MAKE_CHAR | unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV)
+	device := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE|unix.LANDLOCK_ACCESS_FS_WRITE_FILE) | handled&unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	exe := uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE) & handled
+
+	rules := []struct {
+		path   string
+		access uint64
+	}{
+		{"/", read},
+		{"/work", write},
+		{"/tmp", write},
+		{"/dev/shm", write},
+	}
+	for _, d := range devices {
+		rules = append(rules, struct {
+			path   string
+			access uint64
+		}{"/dev/" + d, device})
+	}
+	for _, f := range cfg.ExecFiles {
+		rules = append(rules, struct {
+			path   string
+			access uint64
+		}{f, exe})
+	}
+	for _, r := range rules {
+		pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return setupErr("Landlock rule for %s: %v", r.path, err)
+		}
+		rule := unix.LandlockPathBeneathAttr{Allowed_access: r.access, Parent_fd: int32(pfd)}
+		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+		unix.Close(pfd)
+		if errno != 0 {
+			err := error(errno)
+			return setupErr("Landlock rule for %s: %v", r.path, err)
+		}
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
+		err := error(errno)
+		return setupErr("Landlock restrict_self: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,336 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// newRoot is where init builds the fresh root before pivot_root. It is a
+// tmpfs mounted in init's private mount namespace, over the host's /tmp
+// only as init sees it.
+const newRoot = "/tmp"
+
+// devices are the host device nodes bound into the minimal /dev.
+var devices = []string{"null", "zero", "full", "random", "urandom"}
+
+// maskedProc are /proc paths hidden behind /dev/null (files) or an empty
+// read-only tmpfs (directories); readOnlyProc are made read-only. The
+// lists follow runc's defaults.
+var (
+	maskedProc = []string{
+		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+		"/proc/kallsyms", "/proc/kmsg", "/proc/interrupts", "/proc/sysrq-trigger",
+		"/proc/driver", "/proc/config.gz", "/proc/partitions",
+	}
+	readOnlyProc = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}
+)
+
+// buildRoot makes the sandbox's file system and enters it.
+func buildRoot(cfg *initConfig) *initErr {
+	steps := []struct {
+		what string
+		do   func(*initConfig) error
+	}{
+		{"making mounts private", func(*initConfig) error {
+			return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+		}},
+		{"mounting the root tmpfs", func(*initConfig) error {
+			return unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=8m,mode=0755,nr_inodes=4096")
+		}},
+		{"binding the runtime", bindRuntime},
+		{"writing /etc", writeEtc},
+		{"building /dev", buildDev},
+		{"mounting /proc", mountProc},
+		{"mounting /tmp and /work", mountScratch},
+		{"closing the runtime's program directories", noexecProgramDirs},
+		{"entering the new root", pivot},
+		{"bringing up loopback", loopbackUp},
+	}
+	for _, s := range steps {
+		if err := s.do(cfg); err != nil {
+			return setupErr("sandbox init: %s: %v", s.what, err)
+		}
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return setupErr("sandbox init: sethostname: %v", err)
+	}
+	return nil
+}
+
+// under returns p (absolute) beneath the new root.
+func under(p string) string { return newRoot + p }
+
+func bindRuntime(cfg *initConfig) error {
+	for _, p := range cfg.Runtime {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		dst := under(p)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return err
+			}
+		case fi.IsDir():
+			if err := os.Mkdir(dst, 0o755); err != nil {
+				return err
+			}
+			if err := bindReadOnly(p, dst); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		default:
+			return fmt.Errorf("%s is neither a directory nor a symbolic link", p)
+		}
+	}
+	return nil
+}
+
+// bindReadOnly binds src at dst read-only, nosuid and nodev, keeping the
+// flags the kernel locks on mounts inherited by a user namespace.
+func bindReadOnly(src, dst string) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
+}
+
+// remount sets flags on the bind mount at p, preserving the flags it
+// already has that a user namespace may not clear.
+func remount(p string, flags uintptr) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return err
+	}
+	locked := []struct{ st, ms uintptr }{
+		{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+	}
+	for _, l := range locked {
+		if uintptr(st.Flags)&l.st != 0 {
+			flags |= l.ms
+		}
+	}
+	return unix.Mount("", p, "", unix.MS_BIND|unix.MS_REMOUNT|flags, "")
+}
+
+func writeEtc(cfg *initConfig) error {
+	etc := under("/etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"passwd":        fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%d:%d:cordon sandbox:/work:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", cfg.UID, cfg.GID),
+		"group":         fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", cfg.GID),
+		"hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + cfg.Hostname + "\n",
+		"hostname":      cfg.Hostname + "\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+		"resolv.conf":   "", // no resolver: there is no network to resolve on
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	// The loader cache is not a secret, and without it every dynamic
+	// program searches the default library path.
+	if b, err := os.ReadFile("/etc/ld.so.cache"); err == nil {
+		if err := os.WriteFile(filepath.Join(etc, "ld.so.cache"), b, 0o644); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func buildDev(cfg *initConfig) error {
+	dev := under("/dev")
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755,nr_inodes=64"); err != nil {
+		return err
+	}
+	for _, d := range devices {
+		dst := filepath.Join(dev, d)
+		if err := os.WriteFile(dst, nil, 0o666); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+d, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("/dev/%s: %w", d, err)
+		}
+	}
+	links := map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
+	shm := filepath.Join(dev, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil {
+		return err
+	}
+	return unix.Mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, fmt.Sprintf("size=%d,mode=1777", cfg.TmpBytes))
+}
+
+func mountProc(*initConfig) error {
+	proc := under("/proc")
+	if err := os.Mkdir(proc, 0o555); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return err
+	}
+	null := under("/dev/null")
+	for _, p := range maskedProc {
+		dst := under(p)
+		fi, err := os.Lstat(dst)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			err = unix.Mount("tmpfs", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,nr_inodes=1")
+		} else {
+			err = unix.Mount(null, dst, "", unix.MS_BIND, "")
+		}
+		if err != nil {
+			return fmt.Errorf("masking %s: %w", p, err)
+		}
+	}
+	for _, p := range readOnlyProc {
+		dst := under(p)
+		if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := unix.Mount(dst, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if err := remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// mountScratch mounts the size-limited, noexec /tmp and /work. /work
+// starts empty and belongs to the program's uid; the parent stages the
+// declared inputs into it.
+func mountScratch(cfg *initConfig) error {
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	tmp, work := under("/tmp"), under("/work")
+	for _, d := range []string{tmp, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("tmpfs", tmp, "tmpfs", flags, fmt.Sprintf("size=%d,mode=1777", cfg.TmpBytes)); err != nil {
+		return fmt.Errorf("/tmp: %w", err)
+	}
+	opts := fmt.Sprintf("size=%d,mode=0755,uid=%d,gid=%d", cfg.WorkBytes, cfg.UID, cfg.GID)
+	if err := unix.Mount("tmpfs", work, "tmpfs", flags, opts); err != nil {
+		return fmt.Errorf("/work: %w", err)
+	}
+	return nil
+}
+
+// noexecProgramDirs remounts the runtime's program directories (bin,
+// sbin, libexec) noexec, then binds each allowed executable that lives
+// in one back over itself, executable and read-only. A program that is
+// not allowed is then unreachable by execve and by the dynamic loader
+// alike (mmap with PROT_EXEC fails on a noexec mount), whatever it is
+// called or linked as.
+func noexecProgramDirs(cfg *initConfig) error {
+	for _, d := range cfg.NoExecDirs {
+		dst := under(d)
+		if err := unix.Mount(dst, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+		if err := remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+	}
+	for _, f := range cfg.ExecFiles {
+		if !inAny(f, cfg.NoExecDirs) {
+			continue
+		}
+		// Bind from the host's path: the copy under the new root is
+		// now on a noexec mount.
+		dst := under(f)
+		if err := unix.Mount(f, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if err := remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// inAny reports whether p lies beneath one of dirs.
+func inAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// pivot makes the new root the root, detaches the old one and makes the
+// root tmpfs read-only.
+func pivot(*initConfig) error {
+	if err := unix.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the old root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	return unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+// loopbackUp brings up lo, the only interface of the new network
+// namespace.
+func loopbackUp(*initConfig) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// hostname is the sandbox's host name.
+func hostname(runID string) string { return "cordon-" + strings.ToLower(runID[:8]) }

@@ -1,0 +1,75 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/cordon-dev/cordon/sandbox/cgroup"
+	"github.com/cordon-dev/cordon/sandbox/seccomp"
+
+	"github.com/cordon-dev/cordon/tier"
+)
+
+var probeOnce = sync.OnceValue(probe)
+
+// Probe reports whether this host provides every facility tier t needs.
+// The error names each missing facility, wraps ErrUnavailable and says
+// what to do; it is nil only when all are present.
+func Probe(t tier.Tier) error {
+	if t != tier.S2 && t != tier.S3 {
+		return fmt.Errorf("%w: the sandbox provides S2 and S3, not %s", ErrUnavailable, t)
+	}
+	missing := probeOnce()
+	if t == tier.S3 && os.Geteuid() != 0 {
+		missing = append(missing, "per-tenant uid ranges (S3 needs cordon to run as root)")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w for %s: %s", ErrUnavailable, t, strings.Join(missing, "; "))
+}
+
+// Offers returns the tiers this host can provide: S2 and S3 when every
+// facility is present (S3 also needs root), nothing otherwise.
+func Offers() []tier.Tier {
+	var out []tier.Tier
+	for _, t := range []tier.Tier{tier.S2, tier.S3} {
+		if Probe(t) == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func probe() []string {
+	var missing []string
+	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
+			missing = append(missing, ns+" namespaces ("+err.Error()+")")
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		missing = append(missing, "user namespaces (user.max_user_namespaces is 0)")
+	}
+	if os.Geteuid() != 0 {
+		if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
+			missing = append(missing, "unprivileged user namespaces (AppArmor restricts them: kernel.apparmor_restrict_unprivileged_userns=1)")
+		}
+	}
+	if err := seccomp.Supported(); err != nil {
+		missing = append(missing, "seccomp ("+err.Error()+")")
+	}
+	if _, err := landlockABI(); err != nil {
+		missing = append(missing, err.Error())
+	}
+	if err := cgroup.Probe(); err != nil {
+		missing = append(missing, "cgroups ("+strings.TrimPrefix(err.Error(), "cgroup: ")+")")
+	}
+	if _, err := os.Stat("/proc/self/fd"); errors.Is(err, os.ErrNotExist) {
+		missing = append(missing, "procfs at /proc")
+	}
+	return missing
+}

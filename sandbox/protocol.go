@@ -1,0 +1,43 @@
+package sandbox
+
+// The parent and the sandbox init talk over three pipes passed as fds 3,
+// 4 and 5 of init:
+//
+//	fd 3  parent → init  the initConfig as JSON, then EOF
+//	fd 4  parent → init  one byte 'g' when the run may start (init is in
+//	                     its cgroup, inputs are staged); EOF at any time
+//	                     means "give up": init kills everything and exits
+//	fd 5  init → parent  JSON lines: a ready message when the root is
+//	                     built, then one exit (or error) message
+//
+// After the exit message init kills every other process in its PID
+// namespace, reaps them, and waits for EOF on fd 4 before exiting, so
+// that the parent can copy outputs out of the still-mounted /work.
+
+// initConfig is everything init needs; the parent computes all of it.
+type initConfig struct {
+	Argv        []string `json:"argv"`
+	Path        string   `json:"path"` // the program, resolved in the runtime
+	Env         []string `json:"env"`
+	UID         int      `json:"uid"` // the program's uid and gid inside
+	GID         int      `json:"gid"`
+	Runtime     []string `json:"runtime"`     // host paths bound read-only (or mirrored as symlinks)
+	ExecFiles   []string `json:"exec_files"`  // the only files execve may open (Landlock)
+	NoExecDirs  []string `json:"noexec_dirs"` // runtime program directories mounted noexec
+	TmpBytes    int64    `json:"tmp_bytes"`
+	WorkBytes   int64    `json:"work_bytes"`
+	NoFile      int64    `json:"nofile"`
+	FileSize    int64    `json:"fsize"`
+	NProc       int64    `json:"nproc"`
+	LandlockABI int      `json:"landlock_abi"` // the ABI to restrict with; probed by the parent
+	Hostname    string   `json:"hostname"`
+}
+
+// initMessage is one line init writes on fd 5.
+type initMessage struct {
+	Ready  bool   `json:"ready,omitempty"`
+	Exit   *int   `json:"exit,omitempty"`   // exit status (0-255)
+	Signal int    `json:"signal,omitempty"` // killing signal, when Exit is nil
+	Error  string `json:"error,omitempty"`  // a setup failure
+	Code   int    `json:"code,omitempty"`   // with Error: 125, 126 or 127
+}

@@ -1,0 +1,170 @@
+// Package sandbox runs one untrusted command contained, as specified in
+// docs/sandbox.md: new user, mount, PID, network, IPC, UTS and cgroup
+// namespaces; a fresh tmpfs root entered with pivot_root; a read-only
+// runtime; a staged workspace built from declared inputs only, of which
+// only declared outputs come back; no capabilities, no_new_privs, a new
+// session; a seccomp filter (package sandbox/seccomp); Landlock; rlimits
+// and cgroup limits (package sandbox/cgroup); a wall-clock timeout that
+// kills the whole run; and exec control by content hash at the kernel
+// boundary.
+//
+// The contract is fail-closed. Start probes every facility the tier needs
+// before anything runs and refuses, naming each missing one; nothing is
+// ever run with weaker isolation than the tier promises.
+//
+// Linux only: on every other system Run returns an error wrapping
+// errors.ErrUnsupported.
+//
+// A binary that uses this package re-executes itself as the sandbox's
+// init process; the package's init function recognises that invocation
+// (argv[0] is InitArg0) and never returns to the program's main.
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/sandbox/stage"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// InitArg0 is argv[0] of the re-executed binary acting as sandbox init.
+const InitArg0 = "cordon-sandbox-init"
+
+// Exit statuses of a run that did not produce the program's own status,
+// as timeout(1) and env(1) use them.
+const (
+	ExitTimeout     = 124 // the wall-clock limit was reached
+	ExitRefused     = 125 // cordon refused or failed to set the run up
+	ExitCannotExec  = 126 // the program exists but could not be executed
+	ExitNotFound    = 127 // the program was not found in the runtime
+	exitSignalShift = 128 // a program killed by signal N exits 128+N
+)
+
+var (
+	// ErrUnavailable wraps a refusal because this host lacks a kernel
+	// facility the requested tier needs.
+	ErrUnavailable = errors.New("sandbox: required facility unavailable")
+	// ErrRefused wraps a refusal of the spec itself: a grant, a path or
+	// a limit that does not allow the run.
+	ErrRefused = errors.New("sandbox: refused")
+	// ErrNotFound is returned when the program is not in the runtime.
+	ErrNotFound = errors.New("sandbox: program not found")
+	// ErrCannotExec is returned when the program exists but is not an
+	// executable regular file.
+	ErrCannotExec = errors.New("sandbox: program cannot be executed")
+)
+
+// Limits bound one run. Every member must be positive; Spec.Check
+// refuses zero or negative values rather than reading them as "none".
+type Limits struct {
+	Wall          time.Duration // wall clock, from start to kill
+	MemoryBytes   int64         // cgroup memory limit, swap included
+	PIDs          int64         // cgroup pids limit (and RLIMIT_NPROC)
+	CPUMillis     int64         // CPU bandwidth, 1000 = one CPU
+	NoFile        int64         // RLIMIT_NOFILE
+	FileSizeBytes int64         // RLIMIT_FSIZE
+	TmpBytes      int64         // size of the tmpfs at /tmp
+	WorkBytes     int64         // size of the tmpfs at /work
+	Stage         stage.Limits  // inputs in and outputs out
+}
+
+// DefaultLimits are the limits of a run whose grant set names none.
+func DefaultLimits() Limits {
+	return Limits{
+		Wall:          10 * time.Minute,
+		MemoryBytes:   1 << 30,
+		PIDs:          256,
+		CPUMillis:     1000,
+		NoFile:        1024,
+		FileSizeBytes: 256 << 20,
+		TmpBytes:      256 << 20,
+		WorkBytes:     512 << 20,
+		Stage:         stage.DefaultLimits(),
+	}
+}
+
+// Spec describes one run. Programs, paths and grants are the caller's
+// words; Run resolves and checks all of them before anything starts.
+type Spec struct {
+	// Argv is the command: Argv[0] is a program name resolved in the
+	// runtime's PATH, or an absolute path inside the runtime.
+	Argv []string
+	// Grants is the run's grant set; it must require exactly Tier.
+	Grants *grant.Set
+	// Tier is S2 (single tenant) or S3 (multi-tenant).
+	Tier tier.Tier
+	// Tenant names the tenant at S3 ("" at S2).
+	Tenant string
+	// StateDir holds cordon's per-tenant state (uid/gid allocations and
+	// run directories). It must be a directory owned by the invoking
+	// user and not writable by others.
+	StateDir string
+	// Workspace is the host directory inputs come from and outputs go
+	// to. Inputs and Outputs are paths relative to it.
+	Workspace       string
+	Inputs, Outputs []string
+	// Env holds the values of the environment variables the grant set
+	// names (name → value); a name the grants do not list is refused.
+	Env map[string]string
+	// Limits bound the run.
+	Limits Limits
+	// Stdin, Stdout and Stderr are the program's standard streams; nil
+	// means /dev/null inside the sandbox. Any other io.Reader or
+	// io.Writer is copied through a pipe.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Result is what a run did.
+type Result struct {
+	Tier     tier.Tier
+	GrantsID canon.ID
+	Program  Program // what ran
+	// ExitCode is the program's exit status, 128+N if it was killed by
+	// signal N, or ExitTimeout.
+	ExitCode int
+	Signal   int  // the signal that killed it, or 0
+	TimedOut bool // the wall-clock limit was reached and the run killed
+	OOMKills int64
+	// Resources, read from the run's own cgroup.
+	CPUNanos        int64
+	PeakMemoryBytes int64
+	Start, End      time.Time
+	Inputs, Outputs []stage.File
+	// OutputsErr is set when the program finished but copy-back was
+	// refused; then Outputs is empty and the workspace is unchanged.
+	OutputsErr error
+	// LandlockABI is the Landlock ABI the run was restricted with.
+	LandlockABI int
+	// HostUID is the host uid the program ran as.
+	HostUID int
+}
+
+// Program is the executable a run started, as decided before the start.
+type Program struct {
+	Path     string   // absolute path in the runtime (same inside and out)
+	B3       canon.ID // BLAKE3 of its bytes
+	Decision grant.Decision
+}
+
+// Wall is the duration of the run.
+func (r *Result) Wall() time.Duration { return r.End.Sub(r.Start) }
+
+// ExitError reports a run that could not start the program; Code is 125,
+// 126 or 127.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+func refusedf(format string, args ...any) error {
+	return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: "+format, append([]any{ErrRefused}, args...)...)}
+}
