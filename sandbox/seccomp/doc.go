@@ -1,0 +1,121 @@
+// Package seccomp is the system call filter of cordon's sandbox: a
+// seccomp-BPF denylist (Linux, Documentation/userspace-api/seccomp_filter.rst),
+// assembled with github.com/elastic/go-seccomp-bpf and loaded by Install on
+// the calling OS thread only, for the processes that thread then starts.
+//
+// The filter is one layer of several. It does not confine file or network
+// access (Landlock, namespaces and the egress proxy do); it removes kernel
+// interfaces an agent has no use for and that have served to escape
+// sandboxes or to attack the kernel. It is a denylist: the default action
+// is ALLOW, and a system call not named below is allowed, including ones
+// added to the kernel after this list was written.
+//
+// # Architecture checks
+//
+// Supported GOARCH values are amd64 and arm64. On any other the package
+// returns errors wrapping errors.ErrUnsupported; 386 and arm are left out
+// on purpose, because their socketcall(2) passes the address family in
+// memory, where the socket rule cannot read it.
+//
+// Before any rule the filter checks seccomp_data.arch:
+//
+//   - A call made under another audit architecture kills the process
+//     (SECCOMP_RET_KILL_PROCESS). On amd64 that is an i386 call, through
+//     int $0x80 or from a 32-bit program; on arm64 an AArch32 call. Such a
+//     call is numbered from a different table, so without this check it
+//     would slip past every rule. go-seccomp-bpf alone answers it with the
+//     default action, ALLOW; this package puts its own check in front.
+//   - On amd64, a call whose number has the x32 bit (0x40000000) set
+//     answers ENOSYS, as on a kernel without x32. go-seccomp-bpf adds this
+//     check.
+//
+// # Rules
+//
+// Rules returns the list below. A denied call does nothing and returns -1
+// with errno EPERM, except clone3, which gets ENOSYS. Denials use EPERM,
+// not the errno the kernel would give for a missing feature, so that a
+// denial is recognisably policy, and so that the tests can tell the
+// filter's answer from the kernel's. Conditions compare all 64 bits of an
+// argument.
+//
+// Mounts and the view of the file system: mount, umount2, pivot_root,
+// chroot, and the new mount API open_tree, open_tree_attr, move_mount,
+// fsopen, fsconfig, fsmount, fspick, mount_setattr. Filters that listed
+// only mount missed the new API (CVE-2021-41133, Flatpak).
+//
+// Namespaces: unshare and setns always; clone when its flags (argument 0)
+// include CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
+// CLONE_NEWPID, CLONE_NEWNET or CLONE_NEWCGROUP. A user namespace makes
+// kernel code that needs CAP_SYS_ADMIN reachable, a common first step of
+// kernel exploits. Plain clone, as fork, vfork and thread creation use it,
+// is allowed. CLONE_NEWTIME is not in the clone mask: in clone(2) the low
+// byte is the exit signal, so a time namespace can only be asked for
+// through clone3 or unshare.
+//
+// clone3 answers ENOSYS: its flags are in memory, which seccomp cannot
+// read, so it would bypass the clone rule (also CVE-2021-41133). ENOSYS
+// makes glibc and other callers fall back to clone.
+//
+// Other processes: ptrace, process_vm_readv, process_vm_writev and
+// pidfd_getfd read or change another process or take its files.
+//
+// Kernel code and instrumentation: init_module, finit_module,
+// delete_module, kexec_load and kexec_file_load load or replace kernel
+// code; bpf and perf_event_open are large kernel interfaces with a long
+// record of vulnerabilities. The keyring, keyctl, add_key and
+// request_key, is not namespaced.
+//
+// Exploitation aids and seccomp bypasses: userfaultfd lets a process stall
+// the kernel inside a page fault, a standard way to win kernel races.
+// open_by_handle_at opens a file by handle with no path walk, the
+// "shocker" container escape; name_to_handle_at makes the handles.
+// io_uring_setup, io_uring_enter and io_uring_register: io_uring performs
+// operations (open, connect, and since Linux 5.19 socket creation) in the
+// kernel without passing through seccomp, so it would bypass every rule
+// here. personality when the persona (argument 0) is neither 0 (PER_LINUX)
+// nor 0xffffffff (a query): other personas turn off address space
+// randomisation (ADDR_NO_RANDOMIZE) or make readable memory executable
+// (READ_IMPLIES_EXEC) for the programs started afterwards; this also
+// refuses linux32 and setarch. On amd64 only: modify_ldt, iopl and ioperm,
+// x86 segment and I/O port control.
+//
+// Host administration: acct, quotactl, quotactl_fd, syslog (the kernel log
+// leaks kernel addresses), swapon, swapoff, reboot, vhangup, and
+// fanotify_init (watching whole file systems).
+//
+// NUMA memory placement: mbind, set_mempolicy, set_mempolicy_home_node,
+// move_pages and migrate_pages. move_pages and migrate_pages act on other
+// processes; the other three only tune the caller's own memory, and are
+// denied anyway, as a group: they are a performance hint an agent can do
+// without, and a caller that gets EPERM keeps the default policy.
+//
+// The clock: settimeofday, clock_settime, clock_adjtime and adjtimex.
+// adjtimex is clock_adjtime(CLOCK_REALTIME, ...); whether either only
+// reads (modes = 0) is in memory, so both are denied whole.
+//
+// Obsolete: lookup_dcookie, nfsservctl and, on amd64, uselib.
+//
+// Terminals, in ioctl's request (argument 1):
+//
+//   - any request with one of its high 32 bits set: the kernel reads only
+//     the low 32 bits, so a filter comparing 64 bits could be dodged by
+//     setting a high one (CVE-2019-10063, Flatpak). This rule is why the
+//     next two are safe to state as equalities.
+//   - TIOCSTI (0x5412), which pushes input into a terminal; through the
+//     controlling terminal it runs commands in the user's shell after the
+//     sandbox exits (CVE-2017-5226, bubblewrap).
+//   - TIOCLINUX (0x541C), whose selection paste on a virtual console does
+//     the same (CVE-2023-28100, Flatpak).
+//
+// Address families: socket and socketpair unless the family (argument 0)
+// is AF_UNIX (1), AF_INET (2) or AF_INET6 (10). Denied are, among others,
+// AF_NETLINK (routing, firewall and audit configuration; a large
+// interface), AF_PACKET (raw frames), AF_VSOCK (a channel to the hypervisor
+// and host services that does not pass through the egress proxy) and
+// AF_ALG (kernel crypto).
+//
+// # Threads and processes
+//
+// Install affects the calling thread; see its documentation for what the
+// caller must do with that thread and what inherits the filter.
+package seccomp

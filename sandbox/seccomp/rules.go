@@ -1,0 +1,208 @@
+package seccomp
+
+import (
+	"fmt"
+
+	seccompbpf "github.com/elastic/go-seccomp-bpf"
+)
+
+// Rule is one entry of the filter: a system call, the errno a denied call
+// answers, and the condition under which it is denied.
+type Rule struct {
+	Syscall string // name in the kernel's syscall table, e.g. "mount"
+	Errno   string // "EPERM" or "ENOSYS"
+	When    string // the condition in words; "" means every call
+	GOARCH  string // "" on every supported GOARCH; otherwise only on this one
+}
+
+// rule is a Rule with its condition in go-seccomp-bpf's terms, which
+// compare all 64 bits of an argument. All of cond must hold (AND); several
+// rules for one system call are alternatives (OR). A nil cond denies every
+// call.
+type rule struct {
+	Rule
+	cond seccompbpf.ArgumentConditions
+}
+
+// Linux ABI values. They are the same on amd64 and arm64 (both use the
+// asm-generic numbers for these), which lets the table be built and tested
+// on any GOOS; a Linux test checks them against golang.org/x/sys/unix.
+const (
+	errnoEPERM  = 1
+	errnoENOSYS = 38
+
+	afUnix  = 1
+	afInet  = 2
+	afInet6 = 10
+
+	cloneNewNS     = 0x00020000
+	cloneNewCgroup = 0x02000000
+	cloneNewUTS    = 0x04000000
+	cloneNewIPC    = 0x08000000
+	cloneNewUser   = 0x10000000
+	cloneNewPID    = 0x20000000
+	cloneNewNet    = 0x40000000
+
+	// cloneNamespaces is every namespace flag clone(2) can carry.
+	// CLONE_NEWTIME (0x80) is not one: in clone(2) the low byte is the exit
+	// signal, so the kernel cannot be asked for a time namespace there. It
+	// is reachable only through clone3 and unshare, which are denied.
+	cloneNamespaces = cloneNewNS | cloneNewCgroup | cloneNewUTS | cloneNewIPC |
+		cloneNewUser | cloneNewPID | cloneNewNet
+
+	tiocsti   = 0x5412
+	tioclinux = 0x541C
+
+	perLinux     = 0x00000000
+	personaQuery = 0xffffffff
+)
+
+func always(name string) rule {
+	return rule{Rule: Rule{Syscall: name, Errno: "EPERM"}}
+}
+
+func amd64Only(name string) rule {
+	r := always(name)
+	r.GOARCH = "amd64"
+	return r
+}
+
+// familyNotAllowed denies every address family but AF_UNIX, AF_INET and
+// AF_INET6. The comparison is on all 64 bits, so a family with any high
+// bit set is denied even though the kernel would read only the low 32.
+var familyNotAllowed = seccompbpf.ArgumentConditions{
+	{Argument: 0, Operation: seccompbpf.NotEqual, Value: afUnix},
+	{Argument: 0, Operation: seccompbpf.NotEqual, Value: afInet},
+	{Argument: 0, Operation: seccompbpf.NotEqual, Value: afInet6},
+}
+
+// table is the policy. The package documentation explains each entry;
+// TestDocListsRules keeps the two in step.
+var table = []rule{
+	// Mounts and the file system view (CVE-2021-41133 for the new API).
+	always("mount"),
+	always("umount2"),
+	always("pivot_root"),
+	always("chroot"),
+	always("open_tree"),
+	always("open_tree_attr"),
+	always("move_mount"),
+	always("fsopen"),
+	always("fsconfig"),
+	always("fsmount"),
+	always("fspick"),
+	always("mount_setattr"),
+
+	// Namespaces.
+	always("unshare"),
+	always("setns"),
+	{Rule: Rule{Syscall: "clone", Errno: "EPERM",
+		When: "flags (argument 0) include CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET or CLONE_NEWCGROUP"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.BitsSet, Value: cloneNamespaces}}},
+	{Rule: Rule{Syscall: "clone3", Errno: "ENOSYS"}},
+
+	// Other processes.
+	always("ptrace"),
+	always("process_vm_readv"),
+	always("process_vm_writev"),
+	always("pidfd_getfd"),
+
+	// Kernel code, kernel instrumentation, the keyring.
+	always("init_module"),
+	always("finit_module"),
+	always("delete_module"),
+	always("kexec_load"),
+	always("kexec_file_load"),
+	always("bpf"),
+	always("perf_event_open"),
+	always("keyctl"),
+	always("add_key"),
+	always("request_key"),
+
+	// Kernel exploitation aids and seccomp bypasses.
+	always("userfaultfd"),
+	always("open_by_handle_at"),
+	always("name_to_handle_at"),
+	always("io_uring_setup"),
+	always("io_uring_enter"),
+	always("io_uring_register"),
+	{Rule: Rule{Syscall: "personality", Errno: "EPERM",
+		When: "persona (argument 0) is neither 0 (PER_LINUX) nor 0xffffffff (query)"},
+		cond: seccompbpf.ArgumentConditions{
+			{Argument: 0, Operation: seccompbpf.NotEqual, Value: perLinux},
+			{Argument: 0, Operation: seccompbpf.NotEqual, Value: personaQuery},
+		}},
+	amd64Only("modify_ldt"),
+	amd64Only("iopl"),
+	amd64Only("ioperm"),
+
+	// Host administration.
+	always("acct"),
+	always("quotactl"),
+	always("quotactl_fd"),
+	always("syslog"),
+	always("swapon"),
+	always("swapoff"),
+	always("reboot"),
+	always("vhangup"),
+	always("fanotify_init"),
+
+	// NUMA memory placement.
+	always("mbind"),
+	always("set_mempolicy"),
+	always("set_mempolicy_home_node"),
+	always("move_pages"),
+	always("migrate_pages"),
+
+	// The host clock.
+	always("settimeofday"),
+	always("clock_settime"),
+	always("clock_adjtime"),
+	always("adjtimex"),
+
+	// Obsolete.
+	always("lookup_dcookie"),
+	always("nfsservctl"),
+	amd64Only("uselib"),
+
+	// Terminals (CVE-2019-10063, CVE-2017-5226, CVE-2023-28100).
+	{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
+		When: "request (argument 1) has any of its high 32 bits set"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 1, Operation: seccompbpf.BitsSet, Value: 0xFFFFFFFF_00000000}}},
+	{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
+		When: "request (argument 1) is TIOCSTI (0x5412)"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 1, Operation: seccompbpf.Equal, Value: tiocsti}}},
+	{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
+		When: "request (argument 1) is TIOCLINUX (0x541C)"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 1, Operation: seccompbpf.Equal, Value: tioclinux}}},
+
+	// Address families.
+	{Rule: Rule{Syscall: "socket", Errno: "EPERM",
+		When: "family (argument 0) is not AF_UNIX (1), AF_INET (2) or AF_INET6 (10)"},
+		cond: familyNotAllowed},
+	{Rule: Rule{Syscall: "socketpair", Errno: "EPERM",
+		When: "family (argument 0) is not AF_UNIX (1), AF_INET (2) or AF_INET6 (10)"},
+		cond: familyNotAllowed},
+}
+
+// Rules returns the filter's rules for every supported GOARCH, in the
+// order of the package documentation: one entry per system call, or per
+// condition where a call is denied under several. The result is a copy.
+func Rules() []Rule {
+	rules := make([]Rule, len(table))
+	for i, r := range table {
+		rules[i] = r.Rule
+	}
+	return rules
+}
+
+// errnoValue returns the Linux errno a Rule.Errno names.
+func errnoValue(name string) (uint32, error) {
+	switch name {
+	case "EPERM":
+		return errnoEPERM, nil
+	case "ENOSYS":
+		return errnoENOSYS, nil
+	}
+	return 0, fmt.Errorf("seccomp: rule errno %q is neither EPERM nor ENOSYS", name)
+}

@@ -1,0 +1,96 @@
+package seccomp
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	seccompbpf "github.com/elastic/go-seccomp-bpf"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Install loads the filter on the calling OS thread. Other threads of the
+// process stay unfiltered: there is no SECCOMP_FILTER_FLAG_TSYNC.
+//
+// Preconditions: the caller holds runtime.LockOSThread, and keeps holding
+// it; unlocking would hand the filtered thread back to the Go scheduler to
+// run unrelated goroutines. Let the goroutine exit while still locked and
+// the runtime discards the thread.
+//
+// Processes started from this thread (os/exec, which forks on the calling
+// thread) inherit the filter and no_new_privs across fork and execve, and
+// so do all their threads. Threads the Go runtime creates for this process
+// do not: the runtime creates them from a separate template thread while
+// a goroutine is locked.
+//
+// Install first sets no_new_privs on the thread, which seccomp requires of
+// a caller without CAP_SYS_ADMIN; it stays set if loading then fails.
+// Installing twice stacks two copies of the filter, which is harmless.
+//
+// Errors wrap ErrUnavailable when the kernel cannot load the filter (see
+// Supported), and errors.ErrUnsupported on a GOARCH other than amd64 and
+// arm64.
+func Install() error {
+	if err := Supported(); err != nil {
+		return err
+	}
+	insts, err := program()
+	if err != nil {
+		return err
+	}
+	raw, err := bpf.Assemble(insts)
+	if err != nil {
+		return fmt.Errorf("seccomp: assemble BPF: %w", err)
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, in := range raw {
+		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("seccomp: set no_new_privs: %w", err)
+	}
+	if err := setModeFilter(filter); err != nil {
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("seccomp: load filter: %v: %w", err, ErrUnavailable)
+		}
+		return fmt.Errorf("seccomp: load filter: %w", err)
+	}
+	return nil
+}
+
+// Supported returns nil when this kernel can load the filter here, and
+// otherwise an error wrapping ErrUnavailable that names what is missing:
+// the seccomp(2) system call, filter mode (CONFIG_SECCOMP_FILTER), or one
+// of the actions the filter uses (SECCOMP_RET_KILL_PROCESS needs Linux
+// 4.14). On a GOARCH other than amd64 and arm64 the error wraps
+// errors.ErrUnsupported instead. Supported changes nothing.
+func Supported() error {
+	if _, err := archInfo(runtime.GOARCH); err != nil {
+		return err
+	}
+	// A NULL program: a kernel with filter mode fails copying it in
+	// (EFAULT), before it looks at privileges or no_new_privs.
+	switch err := setModeFilterNull(); err {
+	case unix.EFAULT:
+	case unix.ENOSYS:
+		return fmt.Errorf("seccomp: kernel has no seccomp(2) system call: %w", ErrUnavailable)
+	case unix.EINVAL:
+		return fmt.Errorf("seccomp: kernel lacks seccomp filter mode (CONFIG_SECCOMP_FILTER): %w", ErrUnavailable)
+	default:
+		return fmt.Errorf("seccomp: probing filter mode: seccomp(SECCOMP_SET_MODE_FILTER, NULL) = %v, want EFAULT: %w", err, ErrUnavailable)
+	}
+	for _, a := range []struct {
+		name   string
+		action seccompbpf.Action
+	}{
+		{"SECCOMP_RET_KILL_PROCESS", seccompbpf.ActionKillProcess},
+		{"SECCOMP_RET_ERRNO", seccompbpf.ActionErrno},
+		{"SECCOMP_RET_ALLOW", seccompbpf.ActionAllow},
+	} {
+		if err := actionAvail(uint32(a.action)); err != nil {
+			return fmt.Errorf("seccomp: kernel lacks action %s: %v: %w", a.name, err, ErrUnavailable)
+		}
+	}
+	return nil
+}
