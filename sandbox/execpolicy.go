@@ -179,6 +179,12 @@ func planExec(e *grant.Enforcer, argv []string) (*execPlan, error) {
 	}
 	plan := &execPlan{program: Program{Path: found, B3: id, Decision: d}}
 	files := []string{real}
+	// When no rule pins a hash and none is denied, a name's decision
+	// cannot depend on its bytes: the other allowed names need no hash.
+	hashMatters := len(e.Set().ExecDeny) > 0
+	for _, r := range e.Set().Exec {
+		hashMatters = hashMatters || r.HasB3
+	}
 	for _, r := range e.Set().Exec {
 		if r.Name == "" {
 			continue // a hash-only rule allows what it matches: the program, if anything
@@ -186,6 +192,10 @@ func planExec(e *grant.Enforcer, argv []string) (*execPlan, error) {
 		rf, rreal, err := resolve(r.Name)
 		if err != nil {
 			continue // an allowed name the runtime lacks allows nothing
+		}
+		if !hashMatters {
+			files = append(files, rreal)
+			continue
 		}
 		rid, err := hashExecutable(rreal)
 		if err != nil {
