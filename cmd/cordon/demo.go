@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cordon-dev/cordon/conformance"
@@ -134,6 +137,11 @@ func runDemo(e *env, args []string) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 
+	if err := demoSandbox(w); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+
 	dir := *out
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "cordon-demo-")
@@ -156,4 +164,68 @@ func runDemo(e *env, args []string) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "conformance pack (embedded v1):")
 	return runPack(e, conformance.V1(), "embedded v1 vectors", conformance.Options{})
+}
+
+// demoJob is the command the demo runs in the sandbox: it counts the
+// words of its one input into its one output, then tries to read host
+// secrets and reach the network, which must fail.
+const demoJob = `wc -w < notes.txt > out/count.txt
+cat /etc/shadow 2>&1 | head -n 1
+cat .env 2>&1 | head -n 1
+python3 -c 'import socket; socket.create_connection(("127.0.0.1", 22), 1)' 2>&1 | tail -n 1`
+
+// demoSandbox runs demoJob in cordon's sandbox on the embedded default
+// grant set, when this host offers S2; otherwise it says why not.
+func demoSandbox(w io.Writer) error {
+	fmt.Fprintln(w, "a sandboxed run (S2, the embedded default grant set of 'cordon exec'):")
+	if err := sandbox.Probe(tier.S2); err != nil {
+		fmt.Fprintf(w, "  refused    %v\n", err)
+		return nil
+	}
+	gs, err := grant.Parse(defaultExecGrants)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "cordon-demo-sandbox-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	ws, state := filepath.Join(tmp, "ws"), filepath.Join(tmp, "state")
+	for _, d := range []string{ws, state} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("the quick brown fox jumps over the lazy dog\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte("API_KEY=never-staged\n"), 0o600); err != nil {
+		return err
+	}
+	var stdout strings.Builder
+	res, err := sandbox.Run(context.Background(), &sandbox.Spec{
+		Argv: []string{"sh", "-c", demoJob}, Grants: gs, Tier: tier.S2, StateDir: state,
+		Workspace: ws, Inputs: []string{"notes.txt"}, Outputs: []string{"out/count.txt"},
+		Limits: sandbox.DefaultLimits(), Stdout: &stdout, Stderr: &stdout,
+	})
+	if err != nil {
+		return fmt.Errorf("sandboxed run: %w", err)
+	}
+	if res.OutputsErr != nil {
+		return fmt.Errorf("sandboxed run: outputs: %w", res.OutputsErr)
+	}
+	count, err := os.ReadFile(filepath.Join(ws, "out", "count.txt"))
+	if err != nil {
+		return fmt.Errorf("sandboxed run: %w", err)
+	}
+	fmt.Fprintf(w, "  ran        sh -c … as host uid %d: exit %d, cpu %.1f ms, peak memory %d KiB, wall %.1f ms\n",
+		res.HostUID, res.ExitCode, float64(res.CPUNanos)/1e6, res.PeakMemoryBytes>>10, float64(res.Wall().Microseconds())/1e3)
+	for _, f := range res.Outputs {
+		fmt.Fprintf(w, "  output     %s = %q  %s\n", f.Path, strings.TrimSpace(string(count)), f.ID)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		fmt.Fprintf(w, "  refused    %s\n", line)
+	}
+	return nil
 }
