@@ -44,31 +44,55 @@ func Offers() []tier.Tier {
 	return out
 }
 
-func probe() []string {
+// facilities is what the probe asks of the host; tests replace it.
+type facilities struct {
+	stat     func(string) error
+	readFile func(string) ([]byte, error)
+	euid     int
+	seccomp  func() error
+	landlock func() (int, error)
+	cgroups  func() error
+}
+
+func hostFacilities() facilities {
+	return facilities{
+		stat:     func(p string) error { _, err := os.Stat(p); return err },
+		readFile: os.ReadFile,
+		euid:     os.Geteuid(),
+		seccomp:  seccomp.Supported,
+		landlock: landlockABI,
+		cgroups:  cgroup.Probe,
+	}
+}
+
+func probe() []string { return hostFacilities().missing() }
+
+// missing names every facility the sandbox needs that h lacks.
+func (h facilities) missing() []string {
 	var missing []string
 	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
-		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
+		if err := h.stat("/proc/self/ns/" + ns); err != nil {
 			missing = append(missing, ns+" namespaces ("+err.Error()+")")
 		}
 	}
-	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+	if b, err := h.readFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
 		missing = append(missing, "user namespaces (user.max_user_namespaces is 0)")
 	}
-	if os.Geteuid() != 0 {
-		if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
+	if h.euid != 0 {
+		if b, err := h.readFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
 			missing = append(missing, "unprivileged user namespaces (AppArmor restricts them: kernel.apparmor_restrict_unprivileged_userns=1)")
 		}
 	}
-	if err := seccomp.Supported(); err != nil {
+	if err := h.seccomp(); err != nil {
 		missing = append(missing, "seccomp ("+err.Error()+")")
 	}
-	if _, err := landlockABI(); err != nil {
+	if _, err := h.landlock(); err != nil {
 		missing = append(missing, err.Error())
 	}
-	if err := cgroup.Probe(); err != nil {
+	if err := h.cgroups(); err != nil {
 		missing = append(missing, "cgroups ("+strings.TrimPrefix(err.Error(), "cgroup: ")+")")
 	}
-	if _, err := os.Stat("/proc/self/fd"); errors.Is(err, os.ErrNotExist) {
+	if err := h.stat("/proc/self/fd"); errors.Is(err, os.ErrNotExist) {
 		missing = append(missing, "procfs at /proc")
 	}
 	return missing
