@@ -360,21 +360,30 @@ func mkdirParents(dir *os.File, p string) error {
 	return unix.Close(fd)
 }
 
-// asOwner runs f on this (locked) thread with its file system ids set to
-// uid and gid, so that what f creates in the sandbox's /work belongs to
-// the program: a tmpfs mounted in the run's user namespace refuses
-// creation by an id it does not map, such as host root. The file
-// capabilities that changing fsuid drops from the effective set are
-// raised again, so that f still reads the workspace as root does.
+// asOwner runs f with its file system ids set to uid and gid, so that
+// what f creates in the sandbox's /work belongs to the program: a tmpfs
+// mounted in the run's user namespace refuses creation by an id it does
+// not map, such as host root. The file capabilities that changing fsuid
+// drops from the effective set are raised again, so that f still reads
+// the workspace as root does. f runs on a thread of its own that is
+// locked and never unlocked: Go ends it when f returns, so no other
+// goroutine ever runs with these ids.
 func asOwner(uid, gid int, f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		done <- asOwnerLocked(uid, gid, f)
+	}()
+	return <-done
+}
+
+func asOwnerLocked(uid, gid int, f func() error) error {
 	if err := setfsid(unix.SYS_SETFSGID, gid); err != nil {
 		return refusedf("setfsgid(%d): %v", gid, err)
 	}
-	defer setfsid(unix.SYS_SETFSGID, 0)
 	if err := setfsid(unix.SYS_SETFSUID, uid); err != nil {
 		return refusedf("setfsuid(%d): %v", uid, err)
 	}
-	defer setfsid(unix.SYS_SETFSUID, 0)
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
