@@ -52,7 +52,7 @@ func openat2(dir int, name string, flags int, mode uint32) (int, error) {
 }
 
 // lookupErr turns an error from resolving the declared or found path p
-// into a *PathError. where names the side, "staging" or "workspace".
+// into a *PathError. where names the side, "staging" or "the workspace".
 func lookupErr(p, where string, err error) error {
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):

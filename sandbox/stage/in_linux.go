@@ -31,7 +31,7 @@ func in(workspace, staging *os.File, inputs []string, own Owner, lim Limits) ([]
 	s := &stager{root: root, own: own, b: budget{lim: lim}, dirs: map[string]int{}}
 	defer s.close()
 	for _, p := range inputs {
-		src, st, err := openSource(ws, p, p, "workspace")
+		src, st, err := openSource(ws, p, p, "the workspace")
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +137,7 @@ func (s *stager) copy(src *os.File, st *unix.Stat_t, up int, name, p string, dep
 		if err := CheckPath(q); err != nil {
 			return err
 		}
-		c, cst, err := openSource(srcDir, child, q, "workspace")
+		c, cst, err := openSource(srcDir, child, q, "the workspace")
 		if err != nil {
 			return err
 		}

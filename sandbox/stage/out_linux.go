@@ -141,7 +141,7 @@ func (pl *plan) dir(d string) (wsDir, error) {
 	if up.fresh {
 		fd, err := mkdirOpen(up.fd, name, 0o755)
 		if err != nil {
-			return wsDir{}, &PathError{Path: d, Reason: "create directory in workspace", Err: err}
+			return wsDir{}, &PathError{Path: d, Reason: "create directory in the workspace", Err: err}
 		}
 		pl.made = append(pl.made, made{dir: up.fd, name: name, rmdir: true})
 		wd = wsDir{fd: fd, fresh: true}
@@ -158,7 +158,7 @@ func (pl *plan) dir(d string) (wsDir, error) {
 			pl.moves = append(pl.moves, move{dir: up.fd, tmp: tmp, name: name, path: d})
 			wd = wsDir{fd: fd, fresh: true}
 		default:
-			return wsDir{}, lookupErr(d, "workspace", err)
+			return wsDir{}, lookupErr(d, "the workspace", err)
 		}
 	}
 	pl.fds = append(pl.fds, wd.fd)
@@ -187,7 +187,7 @@ func createTemp[T any](create func(name string) (T, error)) (string, T, error) {
 func (pl *plan) tempDir(dir int, d string) (string, int, error) {
 	name, fd, err := createTemp(func(name string) (int, error) { return mkdirOpen(dir, name, 0o755) })
 	if err != nil {
-		return "", -1, &PathError{Path: d, Reason: "create directory in workspace", Err: err}
+		return "", -1, &PathError{Path: d, Reason: "create directory in the workspace", Err: err}
 	}
 	pl.made = append(pl.made, made{dir: dir, name: name, rmdir: true})
 	return name, fd, nil
@@ -208,7 +208,7 @@ func (pl *plan) file(src *os.File, st *unix.Stat_t, p string) error {
 		switch {
 		case err == unix.ENOENT:
 		case err != nil:
-			return lookupErr(p, "workspace", err)
+			return lookupErr(p, "the workspace", err)
 		default:
 			switch old.Mode & unix.S_IFMT {
 			case unix.S_IFREG:
@@ -216,7 +216,7 @@ func (pl *plan) file(src *os.File, st *unix.Stat_t, p string) error {
 			case unix.S_IFLNK:
 				// Replaced by the rename, never followed.
 			default:
-				return refuse(p, kind(old.Mode)+" in workspace")
+				return refuse(p, kind(old.Mode)+" in the workspace")
 			}
 			exists = true
 		}
@@ -230,22 +230,22 @@ func (pl *plan) file(src *os.File, st *unix.Stat_t, p string) error {
 		tmp, dst, err = createTemp(func(name string) (*os.File, error) { return createFile(wd.fd, name) })
 	}
 	if err != nil {
-		return &PathError{Path: p, Reason: "create in workspace", Err: err}
+		return &PathError{Path: p, Reason: "create in the workspace", Err: err}
 	}
 	pl.made = append(pl.made, made{dir: wd.fd, name: tmp})
 	f, err := pl.b.copyFile(dst, src, st, p)
 	if err == nil {
 		if cerr := unix.Fchmod(int(dst.Fd()), perm); cerr != nil {
-			err = &PathError{Path: p, Reason: "chmod in workspace", Err: cerr}
+			err = &PathError{Path: p, Reason: "chmod in the workspace", Err: cerr}
 		}
 	}
 	if err == nil {
 		if serr := dst.Sync(); serr != nil {
-			err = &PathError{Path: p, Reason: "sync in workspace", Err: serr}
+			err = &PathError{Path: p, Reason: "sync in the workspace", Err: serr}
 		}
 	}
 	if cerr := dst.Close(); err == nil && cerr != nil {
-		err = &PathError{Path: p, Reason: "close in workspace", Err: cerr}
+		err = &PathError{Path: p, Reason: "close in the workspace", Err: cerr}
 	}
 	if err != nil {
 		return err
@@ -269,7 +269,7 @@ func (pl *plan) commit() error {
 			err = m.do()
 		}
 		if err != nil {
-			err = &PathError{Path: m.path, Reason: "move into place in workspace", Err: err}
+			err = &PathError{Path: m.path, Reason: "move into place in the workspace", Err: err}
 			for j := i - 1; j >= 0; j-- {
 				if uerr := pl.moves[j].undo(); uerr != nil {
 					err = errors.Join(err, &PathError{

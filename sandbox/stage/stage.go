@@ -32,6 +32,10 @@
 // seccomp filter that hides it), In and Out return an error wrapping
 // errors.ErrUnsupported; there is no fallback.
 //
+// In and Out start no goroutines: every system call runs on the calling
+// goroutine, so a caller may lock it to a thread whose file system
+// credentials (setfsuid) are those of the sandbox's user.
+//
 // Staged files get mode 0644 and directories 0755: /work is mounted
 // noexec, so execute bits would mean nothing there. Out gives a new file
 // mode 0644 and a replaced regular file its old permission bits without
