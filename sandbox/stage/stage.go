@@ -19,12 +19,15 @@
 //     declared path is refused, naming the path. File types are checked
 //     with fstat on the opened descriptor; a FIFO, socket or device is
 //     only ever opened with O_PATH, which has no side effects;
-//   - limits are enforced on the bytes actually read, not on sizes reported
-//     beforehand;
+//   - limits are checked against the size fstat reports, and again against
+//     the bytes actually read, so a file that grows is caught;
 //   - Out changes the workspace only after every output has been read,
 //     checked and written to temporary files beside its destination; it
-//     then moves them into place with renameat2 and, if that fails part
-//     way, moves back what it moved. Nothing is ever written through an
+//     then moves them into place with renameat2 (RENAME_EXCHANGE where a
+//     destination exists, RENAME_NOREPLACE where none does) and, if that
+//     fails part way, moves back what it moved. On a file system without
+//     RENAME_EXCHANGE (NFS, for one) Out cannot replace existing files and
+//     fails. Nothing is ever written through an
 //     existing destination: a symlink at an output's path is replaced, not
 //     followed. Out never deletes a host file that is not an output.
 //
