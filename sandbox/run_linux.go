@@ -319,12 +319,9 @@ func run(ctx context.Context, s *Spec, cfg *initConfig, cg *cgroup.Group, hostBa
 	}
 	readStats(cg, res)
 	if ws != nil && len(s.Outputs) > 0 {
-		out, err := stage.Out(work, ws, s.Outputs, s.Limits.Stage)
-		if err != nil {
-			res.OutputsErr = err
-		} else {
-			res.Outputs = out
-		}
+		// Out returns files with an error only when every output is in
+		// place but an old copy could not be removed: record both.
+		res.Outputs, res.OutputsErr = stage.Out(work, ws, s.Outputs, s.Limits.Stage)
 	}
 	ctlW.Close()
 	waited = true
