@@ -13,9 +13,9 @@
 // # Architecture checks
 //
 // Supported GOARCH values are amd64 and arm64. On any other the package
-// returns errors wrapping errors.ErrUnsupported; 386 and arm are left out
-// on purpose, because their socketcall(2) passes the address family in
-// memory, where the socket rule cannot read it.
+// returns errors wrapping errors.ErrUnsupported. 386 in particular is left
+// out on purpose: its socketcall(2) passes the address family in memory,
+// where the socket rule cannot read it.
 //
 // Before any rule the filter checks seccomp_data.arch:
 //
@@ -25,9 +25,9 @@
 //     call is numbered from a different table, so without this check it
 //     would slip past every rule. go-seccomp-bpf alone answers it with the
 //     default action, ALLOW; this package puts its own check in front.
-//   - On amd64, a call whose number has the x32 bit (0x40000000) set
-//     answers ENOSYS, as on a kernel without x32. go-seccomp-bpf adds this
-//     check.
+//   - On amd64, a call numbered 0x40000000 or above, which covers every
+//     x32 call (the x32 bit is 0x40000000), answers ENOSYS, as on a kernel
+//     without x32. go-seccomp-bpf adds this check.
 //
 // # Rules
 //
@@ -76,7 +76,7 @@
 // nor 0xffffffff (a query): other personas turn off address space
 // randomisation (ADDR_NO_RANDOMIZE) or make readable memory executable
 // (READ_IMPLIES_EXEC) for the programs started afterwards; this also
-// refuses linux32 and setarch. On amd64 only: modify_ldt, iopl and ioperm,
+// refuses linux32 and setarch -R. On amd64 only: modify_ldt, iopl and ioperm,
 // x86 segment and I/O port control.
 //
 // Host administration: acct, quotactl, quotactl_fd, syslog (the kernel log

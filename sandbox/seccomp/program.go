@@ -15,8 +15,8 @@ import (
 var ErrUnavailable = errors.New("seccomp: filter unavailable")
 
 // arches maps each supported GOARCH to go-seccomp-bpf's description of it.
-// Others are refused, among them 386 and arm, whose socketcall(2) would
-// carry the address family in memory where the socket rule cannot see it.
+// Others are refused, among them 386, whose socketcall(2) carries the
+// address family in memory, where the socket rule cannot see it.
 var arches = map[string]*arch.Info{
 	"amd64": arch.X86_64,
 	"arm64": arch.AARCH64,
@@ -85,7 +85,7 @@ func program() ([]bpf.Instruction, error) {
 // default action, which here is ALLOW; its numbers would be read from the
 // wrong table and pass every rule. program therefore puts its own check in
 // front that kills the process on any other architecture. The x32 check
-// (nr & 0x40000000 answers ENOSYS) is go-seccomp-bpf's.
+// (a number of 0x40000000 or above answers ENOSYS) is go-seccomp-bpf's.
 func assemble(rules []rule) ([]bpf.Instruction, error) {
 	info, err := archInfo(runtime.GOARCH)
 	if err != nil {
