@@ -73,7 +73,8 @@
 // operations (open, connect, and since Linux 5.19 socket creation) in the
 // kernel without passing through seccomp, so it would bypass every rule
 // here. personality when the persona (argument 0) is neither 0 (PER_LINUX)
-// nor 0xffffffff (a query): other personas turn off address space
+// nor 0xffffffff (a query; also accepted sign-extended, as -1, since the
+// kernel reads 32 bits): other personas turn off address space
 // randomisation (ADDR_NO_RANDOMIZE) or make readable memory executable
 // (READ_IMPLIES_EXEC) for the programs started afterwards; this also
 // refuses linux32 and setarch -R. On amd64 only: modify_ldt, iopl and ioperm,
@@ -97,10 +98,16 @@
 //
 // Terminals, in ioctl's request (argument 1):
 //
-//   - any request with one of its high 32 bits set: the kernel reads only
-//     the low 32 bits, so a filter comparing 64 bits could be dodged by
-//     setting a high one (CVE-2019-10063, Flatpak). This rule is why the
-//     next two are safe to state as equalities.
+//   - a request that is not a 32-bit value zero- or sign-extended to 64
+//     bits, that is one in [0x1_00000000, 0xFFFFFFFF_80000000). The kernel
+//     reads only the low 32 bits, so a filter comparing 64 bits could be
+//     dodged by setting high ones (CVE-2019-10063, Flatpak). This rule is
+//     why the next two are safe to state as equalities. Sign-extended
+//     requests are allowed because musl declares the request an int and
+//     sign-extends it: every request with bit 31 set (the _IOC_READ
+//     direction, as in TIOCGPTN, which openpty uses) reaches the kernel
+//     with its high 32 bits all set. Such a request has bit 31 set, so it
+//     cannot be TIOCSTI or TIOCLINUX.
 //   - TIOCSTI (0x5412), which pushes input into a terminal; through the
 //     controlling terminal it runs commands in the user's shell after the
 //     sandbox exits (CVE-2017-5226, bubblewrap).

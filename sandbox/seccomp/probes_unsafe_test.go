@@ -43,7 +43,8 @@ type probe struct {
 type probeEnv struct {
 	absent string // a path that does not exist, in an empty directory of our own
 	pipeR  int    // read end of a pipe
-	pts    int    // the slave side of a pseudo-terminal; not our controlling terminal
+	ptm    int    // the master side of a pseudo-terminal
+	pts    int    // its slave side; not our controlling terminal
 }
 
 func newProbeEnv() (e *probeEnv, cleanup func(), err error) {
@@ -83,7 +84,7 @@ func newProbeEnv() (e *probeEnv, cleanup func(), err error) {
 		return nil, nil, fmt.Errorf("open pty peer: %w", err)
 	}
 	undo = append(undo, func() { unix.Close(int(pts)) })
-	return &probeEnv{absent: filepath.Join(dir, "absent"), pipeR: p[0], pts: int(pts)}, cleanup, nil
+	return &probeEnv{absent: filepath.Join(dir, "absent"), pipeR: p[0], ptm: ptm, pts: int(pts)}, cleanup, nil
 }
 
 // sys makes a system call whose arguments are not pointers.
@@ -182,6 +183,13 @@ var probes = []probe{
 	{name: "ioctl(pty, TCGETS)", run: func(e *probeEnv) error {
 		_, err := unix.IoctlGetTermios(e.pts, unix.TCGETS)
 		return err
+	}},
+	// musl passes the request as a sign-extended int: TIOCGPTN (bit 31
+	// set) arrives with its high 32 bits all set.
+	{name: "ioctl(ptmx, TIOCGPTN) sign-extended as musl passes it", run: func(e *probeEnv) error {
+		var n uint32
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(e.ptm), 0xFFFFFFFF_00000000|unix.TIOCGPTN, uintptr(unsafe.Pointer(&n)))
+		return errnoErr(errno)
 	}},
 	{name: "personality(0xffffffff) query", run: func(*probeEnv) error { _, err := personality(0xffffffff); return err }},
 	{name: "personality(PER_LINUX)", run: func(*probeEnv) error {
@@ -463,6 +471,9 @@ var probes = []probe{
 	// filter this is TIOCSTI (CVE-2019-10063).
 	{name: "ioctl(pty, 1<<32|TIOCSTI)", rule: "ioctl", deny: unix.EPERM, run: func(e *probeEnv) error {
 		return ioctlSTI(e.pts, 1<<32|unix.TIOCSTI)
+	}},
+	{name: "ioctl(pty, 0xFFFFFFFF<<32|TIOCSTI)", rule: "ioctl", deny: unix.EPERM, run: func(e *probeEnv) error {
+		return ioctlSTI(e.pts, 0xFFFFFFFF_00000000|unix.TIOCSTI)
 	}},
 	{name: "ioctl(pipe, 1<<32|FIONREAD)", rule: "ioctl", deny: unix.EPERM, run: func(e *probeEnv) error {
 		var n int32

@@ -127,10 +127,11 @@ var table = []rule{
 	always("io_uring_enter"),
 	always("io_uring_register"),
 	{Rule: Rule{Syscall: "personality", Errno: "EPERM",
-		When: "persona (argument 0) is neither 0 (PER_LINUX) nor 0xffffffff (query)"},
+		When: "persona (argument 0) is not 0 (PER_LINUX) or 0xffffffff (query), zero- or sign-extended"},
 		cond: seccompbpf.ArgumentConditions{
 			{Argument: 0, Operation: seccompbpf.NotEqual, Value: perLinux},
 			{Argument: 0, Operation: seccompbpf.NotEqual, Value: personaQuery},
+			{Argument: 0, Operation: seccompbpf.NotEqual, Value: 0xFFFFFFFF_00000000 | personaQuery},
 		}},
 	amd64Only("modify_ldt"),
 	amd64Only("iopl"),
@@ -167,8 +168,11 @@ var table = []rule{
 
 	// Terminals (CVE-2019-10063, CVE-2017-5226, CVE-2023-28100).
 	{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
-		When: "request (argument 1) has any of its high 32 bits set"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 1, Operation: seccompbpf.BitsSet, Value: 0xFFFFFFFF_00000000}}},
+		When: "request (argument 1) is not a 32-bit value zero- or sign-extended: it is in [0x1_00000000, 0xFFFFFFFF_80000000)"},
+		cond: seccompbpf.ArgumentConditions{
+			{Argument: 1, Operation: seccompbpf.GreaterOrEqual, Value: 0x1_00000000},
+			{Argument: 1, Operation: seccompbpf.LessThan, Value: 0xFFFFFFFF_80000000},
+		}},
 	{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
 		When: "request (argument 1) is TIOCSTI (0x5412)"},
 		cond: seccompbpf.ArgumentConditions{{Argument: 1, Operation: seccompbpf.Equal, Value: tiocsti}}},
