@@ -81,7 +81,7 @@
 // x86 segment and I/O port control.
 //
 // Host administration: acct, quotactl, quotactl_fd, syslog (the kernel log
-// leaks kernel addresses), swapon, swapoff, reboot, vhangup, and
+// can leak kernel addresses), swapon, swapoff, reboot, vhangup, and
 // fanotify_init (watching whole file systems).
 //
 // NUMA memory placement: mbind, set_mempolicy, set_mempolicy_home_node,

@@ -83,8 +83,8 @@ func program() ([]bpf.Instruction, error) {
 //
 // go-seccomp-bpf sends a call made under another audit architecture to the
 // default action, which here is ALLOW; its numbers would be read from the
-// wrong table and pass every rule. program therefore puts its own check in
-// front that kills the process on any other architecture. The x32 check
+// wrong table and pass every rule. assemble therefore puts its own check
+// in front that kills the process on any other architecture. The x32 check
 // (a number of 0x40000000 or above answers ENOSYS) is go-seccomp-bpf's.
 func assemble(rules []rule) ([]bpf.Instruction, error) {
 	info, err := archInfo(runtime.GOARCH)

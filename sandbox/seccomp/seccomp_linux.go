@@ -1,7 +1,6 @@
 package seccomp
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 
@@ -50,10 +49,9 @@ func Install() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("seccomp: set no_new_privs: %w", err)
 	}
+	// Supported has checked filter mode, so a failure here (EINVAL: the
+	// kernel rejected the program) is not ErrUnavailable.
 	if err := setModeFilter(filter); err != nil {
-		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("seccomp: load filter: %v: %w", err, ErrUnavailable)
-		}
 		return fmt.Errorf("seccomp: load filter: %w", err)
 	}
 	return nil
