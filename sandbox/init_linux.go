@@ -92,6 +92,12 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return 0, setupErr("close_range: %v", err)
 	}
+	// The cgroup namespace is made here, after the parent moved init
+	// into the run's cgroup, so that its root is that cgroup and no host
+	// cgroup path shows in /proc/self/cgroup.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return 0, setupErr("cgroup namespace: %v", err)
+	}
 	if e := setRlimits(cfg); e != nil {
 		return 0, e
 	}

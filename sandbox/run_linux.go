@@ -45,20 +45,6 @@ func Run(ctx context.Context, s *Spec) (*Result, error) {
 	if err := Probe(s.Tier); err != nil {
 		return nil, &ExitError{Code: ExitRefused, Err: err}
 	}
-	enf := grant.New(s.Grants)
-	plan, err := planExec(enf, s.Argv)
-	if err != nil {
-		return nil, err
-	}
-	env, err := buildEnv(enf, s.Env)
-	if err != nil {
-		return nil, err
-	}
-	abi, err := landlockABI()
-	if err != nil {
-		return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: %v", ErrUnavailable, err)}
-	}
-
 	tenant := s.Tenant
 	if s.Tier == tier.S2 {
 		tenant = singleTenant
@@ -86,25 +72,44 @@ func Run(ctx context.Context, s *Spec) (*Result, error) {
 		_ = cg.Close()
 	}()
 
-	cfg := &initConfig{
-		Argv: append([]string{filepath.Base(plan.program.Path)}, s.Argv[1:]...),
-		Path: plan.program.Path, Env: env,
-		UID: insideUID, GID: insideGID,
-		Runtime: runtimeBinds(), ExecFiles: plan.execFiles, NoExecDirs: existingDirs(programDirs),
-		TmpBytes: s.Limits.TmpBytes, WorkBytes: s.Limits.WorkBytes,
-		NoFile: s.Limits.NoFile, FileSize: s.Limits.FileSizeBytes, NProc: s.Limits.PIDs,
-		LandlockABI: abi, Hostname: hostname(runID),
-	}
-	if s.Argv[0] != "" && !filepath.IsAbs(s.Argv[0]) {
-		cfg.Argv[0] = s.Argv[0]
-	}
-	res := &Result{Tier: s.Tier, GrantsID: s.Grants.ID(), Program: plan.program, LandlockABI: abi}
+	res := &Result{Tier: s.Tier, GrantsID: s.Grants.ID()}
 	if hostBase != 0 {
 		res.HostUID = hostBase + insideUID
 	} else {
 		res.HostUID = os.Geteuid()
 	}
-	if err := run(ctx, s, cfg, cg, hostBase, res); err != nil {
+	// prepare decides the program and builds init's configuration; run
+	// calls it once init is starting, so that the two overlap.
+	prepare := func() (*initConfig, error) {
+		enf := grant.New(s.Grants)
+		plan, err := planExec(enf, s.Argv)
+		if err != nil {
+			return nil, err
+		}
+		env, err := buildEnv(enf, s.Env)
+		if err != nil {
+			return nil, err
+		}
+		abi, err := landlockABI()
+		if err != nil {
+			return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: %v", ErrUnavailable, err)}
+		}
+		cfg := &initConfig{
+			Argv: append([]string{filepath.Base(plan.program.Path)}, s.Argv[1:]...),
+			Path: plan.program.Path, Env: env,
+			UID: insideUID, GID: insideGID,
+			Runtime: runtimeBinds(), ExecFiles: plan.execFiles, NoExecDirs: existingDirs(programDirs),
+			TmpBytes: s.Limits.TmpBytes, WorkBytes: s.Limits.WorkBytes,
+			NoFile: s.Limits.NoFile, FileSize: s.Limits.FileSizeBytes, NProc: s.Limits.PIDs,
+			LandlockABI: abi, Hostname: hostname(runID),
+		}
+		if !filepath.IsAbs(s.Argv[0]) {
+			cfg.Argv[0] = s.Argv[0]
+		}
+		res.Program, res.LandlockABI = plan.program, abi
+		return cfg, nil
+	}
+	if err := run(ctx, s, prepare, cg, hostBase, res); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -140,7 +145,7 @@ func newRunID() string {
 }
 
 // run starts init, stages, runs and collects.
-func run(ctx context.Context, s *Spec, cfg *initConfig, cg *cgroup.Group, hostBase int, res *Result) error {
+func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *cgroup.Group, hostBase int, res *Result) error {
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -159,7 +164,7 @@ func run(ctx context.Context, s *Spec, cfg *initConfig, cg *cgroup.Group, hostBa
 
 	attr := &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
-			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
+			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS, // the cgroup namespace: see startProgram
 		Setsid:    true,
 		Pdeathsig: syscall.SIGKILL,
 	}
@@ -227,6 +232,16 @@ func run(ctx context.Context, s *Spec, cfg *initConfig, cg *cgroup.Group, hostBa
 		}
 	}()
 
+	// Moving a process into a cgroup v1 hierarchy can wait for an RCU
+	// grace period (milliseconds): do it while init starts and the
+	// program is decided. Init runs nothing of the program's before 'g'.
+	added := make(chan error, 1)
+	go func() { added <- cg.Add(cmd.Process.Pid) }()
+	cfg, err := prepare()
+	if err != nil {
+		<-added
+		return err
+	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		return refusedf("configuring sandbox init: %v", err)
 	}
@@ -254,7 +269,7 @@ func run(ctx context.Context, s *Spec, cfg *initConfig, cg *cgroup.Group, hostBa
 	if _, err := next(); err != nil { // ready
 		return err
 	}
-	if err := cg.Add(cmd.Process.Pid); err != nil {
+	if err := <-added; err != nil {
 		return refusedf("cgroup: %v", err)
 	}
 	work, err := os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/root/work")
