@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -128,31 +129,43 @@ func hashExecutable(p string) (canon.ID, error) {
 }
 
 // interpreter returns the ELF interpreter (PT_INTERP) of the file at p,
-// or "" when it has none (static binaries, scripts).
+// or "" when it has none (static binaries, scripts). It reads only the
+// ELF header and the program headers: most of a binary is never touched.
 func interpreter(p string) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	magic := make([]byte, 4)
-	if _, err := io.ReadFull(f, magic); err != nil || string(magic) != elf.ELFMAG {
+	var hdr [64]byte
+	if n, _ := io.ReadFull(f, hdr[:]); n < 4 || string(hdr[:4]) != elf.ELFMAG {
 		return "", nil // not ELF: a script, or something execve refuses
 	}
-	ef, err := elf.NewFile(f)
-	if err != nil {
-		return "", fmt.Errorf("%s: %v", p, err)
+	bad := func(what string) (string, error) { return "", fmt.Errorf("%s: malformed ELF: %s", p, what) }
+	if hdr[elf.EI_CLASS] != byte(elf.ELFCLASS64) || hdr[elf.EI_DATA] != byte(elf.ELFDATA2LSB) {
+		return bad("not a little-endian 64-bit file")
 	}
-	for _, prog := range ef.Progs {
-		if prog.Type != elf.PT_INTERP {
+	le := binary.LittleEndian
+	phoff, phentsize, phnum := le.Uint64(hdr[32:]), uint64(le.Uint16(hdr[54:])), uint64(le.Uint16(hdr[56:]))
+	if phentsize != 56 || phnum > 4096 {
+		return bad("program header table")
+	}
+	ph := make([]byte, phentsize*phnum)
+	if _, err := f.ReadAt(ph, int64(phoff)); err != nil {
+		return bad("program header table: " + err.Error())
+	}
+	for i := uint64(0); i < phnum; i++ {
+		e := ph[i*phentsize:]
+		if elf.ProgType(le.Uint32(e)) != elf.PT_INTERP {
 			continue
 		}
-		if prog.Filesz > 4096 {
-			return "", fmt.Errorf("%s: ELF interpreter path too long", p)
+		off, size := le.Uint64(e[8:]), le.Uint64(e[32:])
+		if size == 0 || size > 4096 {
+			return bad("PT_INTERP size")
 		}
-		b := make([]byte, prog.Filesz)
-		if _, err := prog.ReadAt(b, 0); err != nil {
-			return "", fmt.Errorf("reading the ELF interpreter of %s: %v", p, err)
+		b := make([]byte, size)
+		if _, err := f.ReadAt(b, int64(off)); err != nil {
+			return bad("PT_INTERP: " + err.Error())
 		}
 		return strings.TrimRight(string(b), "\x00"), nil
 	}
