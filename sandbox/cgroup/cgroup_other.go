@@ -1,0 +1,24 @@
+//go:build !linux
+
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+func unsupported() error {
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, runtime.GOOS, errors.ErrUnsupported)
+}
+
+func (c Config) probe() error { return unsupported() }
+
+func (c Config) newGroup(string, Limits) (*Group, error) { return nil, unsupported() }
+
+// New never returns a Group here, so these are never reached.
+
+func (g *Group) add(int) error         { return unsupported() }
+func (g *Group) stats() (Stats, error) { return Stats{}, unsupported() }
+func (g *Group) kill() error           { return unsupported() }
+func (g *Group) remove() error         { return unsupported() }
