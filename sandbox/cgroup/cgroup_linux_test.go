@@ -310,8 +310,12 @@ func TestMemoryLimit(t *testing.T) {
 	if s.OOMKills < 1 {
 		t.Errorf("OOMKills = %d, want >= 1", s.OOMKills)
 	}
-	if s.PeakMemoryBytes > limit || s.PeakMemoryBytes < limit/2 {
-		t.Errorf("PeakMemoryBytes = %d, want in [%d, %d]", s.PeakMemoryBytes, limit/2, limit)
+	// The kernel may charge a little past the limit for allocations that
+	// must not fail (up to a charge batch, 64 pages); a peak beyond that
+	// would mean the limit did not hold.
+	const slack = 64 * 4096
+	if s.PeakMemoryBytes > limit+slack || s.PeakMemoryBytes < limit/2 {
+		t.Errorf("PeakMemoryBytes = %d, want in [%d, %d]", s.PeakMemoryBytes, limit/2, limit+slack)
 	}
 }
 
