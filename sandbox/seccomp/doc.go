@@ -121,11 +121,11 @@
 // and host services that does not pass through the egress proxy) and
 // AF_ALG (kernel crypto).
 //
-// Executable memory files: memfd_create unless its flags (argument 1)
-// include MFD_NOEXEC_SEAL (0x8). A memfd lives on an internal mount that
-// neither a noexec mount nor Landlock covers, so executing one (execveat,
-// or /proc/self/fd/N) would run bytes no exec rule allowed. A program
-// that needs a memfd gets one by asking for it sealed non-executable.
+// Memory files: memfd_create, always. A memfd lives on an internal mount
+// that neither a noexec mount nor Landlock covers: executing one
+// (execveat, /proc/self/fd/N) would start a program no exec rule
+// allowed, and even one sealed with MFD_NOEXEC_SEAL can still be mapped
+// executable by the dynamic loader run directly.
 //
 // # Threads and processes
 //

@@ -176,9 +176,6 @@ var probes = []probe{
 	{name: "socket(AF_INET)", run: socketProbe(unix.AF_INET, unix.SOCK_STREAM)},
 	{name: "socket(AF_INET6)", run: socketProbe(unix.AF_INET6, unix.SOCK_DGRAM)},
 	{name: "socketpair(AF_UNIX)", run: socketpairProbe(unix.AF_UNIX, unix.SOCK_STREAM)},
-	{name: "memfd_create(MFD_NOEXEC_SEAL)", run: func(*probeEnv) error {
-		return closingInt(unix.MemfdCreate("probe", unix.MFD_CLOEXEC|unix.MFD_NOEXEC_SEAL))
-	}},
 	{name: "ioctl(pipe, FIONREAD)", run: func(e *probeEnv) error {
 		_, err := unix.IoctlGetInt(e.pipeR, unix.TIOCINQ)
 		return err
@@ -500,9 +497,12 @@ var probes = []probe{
 	{name: "socket(1<<32|AF_INET)", rule: "socket", deny: unix.EPERM, run: func(*probeEnv) error {
 		return closing(sys(unix.SYS_SOCKET, 1<<32|unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0))
 	}},
-	// Succeeds without the filter: an executable memfd.
+	// Both succeed without the filter.
 	{name: "memfd_create(MFD_CLOEXEC)", rule: "memfd_create", deny: unix.EPERM, run: func(*probeEnv) error {
 		return closingInt(unix.MemfdCreate("probe", unix.MFD_CLOEXEC))
+	}},
+	{name: "memfd_create(MFD_NOEXEC_SEAL)", rule: "memfd_create", deny: unix.EPERM, run: func(*probeEnv) error {
+		return closingInt(unix.MemfdCreate("probe", unix.MFD_CLOEXEC|unix.MFD_NOEXEC_SEAL))
 	}},
 	{name: "socketpair(AF_NETLINK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_NETLINK, unix.SOCK_RAW)},
 	{name: "socketpair(AF_VSOCK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_VSOCK, unix.SOCK_STREAM)},
