@@ -20,11 +20,10 @@ func landlockABI() (int, error) {
 	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	v := int(r)
 	if errno != 0 {
-		err := error(errno)
-		return 0, fmt.Errorf("Landlock: %v (is \"landlock\" in the kernel's lsm= list?)", err)
+		return 0, fmt.Errorf("landlock: %v (is \"landlock\" in the kernel's lsm= list?)", errno)
 	}
 	if v < minLandlockABI {
-		return v, fmt.Errorf("Landlock ABI %d is below the minimum %d", v, minLandlockABI)
+		return v, fmt.Errorf("landlock: ABI %d is below the minimum %d", v, minLandlockABI)
 	}
 	return v, nil
 }
