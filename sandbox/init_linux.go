@@ -92,6 +92,16 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return 0, setupErr("close_range: %v", err)
 	}
+	// Join the run's cgroup (v1): this thread only, so that the program
+	// forked from it is born there. The files close before it runs.
+	for i := 0; i < cfg.CgroupFiles; i++ {
+		f := os.NewFile(uintptr(6+i), "cgroup tasks")
+		_, err := f.Write([]byte("0"))
+		f.Close()
+		if err != nil {
+			return 0, setupErr("joining the run's cgroup: %v", err)
+		}
+	}
 	// The cgroup namespace is made here, after the parent moved init
 	// into the run's cgroup, so that its root is that cgroup and no host
 	// cgroup path shows in /proc/self/cgroup.

@@ -9,6 +9,9 @@ package sandbox
 //	                     means "give up": init kills everything and exits
 //	fd 5  init → parent  JSON lines: a ready message when the root is
 //	                     built, then one exit (or error) message
+//	fd 6… parent → init  cgroup v1 "tasks" files (initConfig.CgroupFiles):
+//	                     init's forking thread writes "0" to each to join
+//	                     the run's cgroup, then closes them
 //
 // After the exit message init kills every other process in its PID
 // namespace, reaps them, and waits for EOF on fd 4 before exiting, so
@@ -31,6 +34,7 @@ type initConfig struct {
 	NProc       int64    `json:"nproc"`
 	LandlockABI int      `json:"landlock_abi"` // the ABI to restrict with; probed by the parent
 	Hostname    string   `json:"hostname"`
+	CgroupFiles int      `json:"cgroup_files"` // fds 6… are cgroup v1 tasks files to join
 }
 
 // initMessage is one line init writes on fd 5.

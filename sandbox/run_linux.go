@@ -182,6 +182,19 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: insideUID, HostID: os.Geteuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: insideGID, HostID: os.Getegid(), Size: 1}}
 	}
+	// On cgroup v1, init's thread joins the run's cgroup itself through
+	// files opened here (fds 6…), just before it forks the program: a
+	// thread that moves itself does not wait for the kernel's global
+	// thread-group lock. Elsewhere the parent moves init (Add, below).
+	joins, err := cg.JoinFiles()
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return refusedf("cgroup: %v", err)
+	}
+	defer func() {
+		for _, f := range joins {
+			f.Close()
+		}
+	}()
 	// Execute cordon through a descriptor: the sandbox's host uid may not
 	// traverse the directory the binary lives in.
 	self, err := os.Open("/proc/self/exe")
@@ -198,9 +211,21 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		Stdin:       s.Stdin,
 		Stdout:      s.Stdout,
 		Stderr:      s.Stderr,
-		ExtraFiles:  []*os.File{cfgR, ctlR, stW},
+		ExtraFiles:  append([]*os.File{cfgR, ctlR, stW}, joins...),
 		SysProcAttr: attr,
 	}
+	// Decide the program while the kernel creates init's namespaces.
+	type prepared struct {
+		cfg *initConfig
+		err error
+	}
+	prep := make(chan prepared, 1)
+	go func() {
+		cfg, err := prepare()
+		prep <- prepared{cfg, err}
+	}()
+	defer func() { <-prep }() // never return while prepare still writes res
+
 	// Pdeathsig fires when the creating thread exits: keep it.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -234,16 +259,26 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		}
 	}()
 
-	// Moving a process into a cgroup v1 hierarchy can wait for an RCU
-	// grace period (milliseconds): do it while init starts and the
-	// program is decided. Init runs nothing of the program's before 'g'.
+	// Init holds its own copies of the join files now. Without them
+	// (cgroup v2), move init here, in the background: a move can wait for
+	// an RCU grace period. Init runs nothing of the program's before 'g'.
+	for _, f := range joins {
+		f.Close()
+	}
 	added := make(chan error, 1)
-	go func() { added <- cg.Add(cmd.Process.Pid) }()
-	cfg, err := prepare()
+	if len(joins) > 0 {
+		added <- nil
+	} else {
+		go func() { added <- cg.Add(cmd.Process.Pid) }()
+	}
+	p := <-prep
+	prep <- p // for the deferred receive
+	cfg, err := p.cfg, p.err
 	if err != nil {
 		<-added
 		return err
 	}
+	cfg.CgroupFiles = len(joins)
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		return refusedf("configuring sandbox init: %v", err)
 	}

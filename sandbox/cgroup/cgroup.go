@@ -256,6 +256,24 @@ type Group struct {
 // Version returns 1 or 2: the cgroup version the group lives in.
 func (g *Group) Version() int { return g.version }
 
+// JoinFiles opens, for writing, the v1 "tasks" file of the group in every
+// hierarchy. A thread that writes "0" to each moves itself alone into the
+// group; processes it then forks are born there. Unlike Add, such a move
+// does not take the kernel's global thread-group lock, whose first use in
+// a while waits for an RCU grace period (milliseconds). The kernel checks
+// the permission against the credentials that opened the file, so a
+// thread with fewer privileges can use them; the caller must close them
+// before anything untrusted runs. On v2 it returns an error wrapping
+// errors.ErrUnsupported: use Add.
+func (g *Group) JoinFiles() ([]*os.File, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, fmt.Errorf("cgroup %q: join files: %w", g.name, os.ErrClosed)
+	}
+	return g.joinFiles()
+}
+
 // Add moves the process pid, with all its threads, into the group in
 // every hierarchy. On error the process may be in some hierarchies and
 // not others; the caller must then kill it.

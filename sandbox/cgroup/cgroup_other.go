@@ -5,6 +5,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 )
 
@@ -18,7 +19,8 @@ func (c Config) newGroup(string, Limits) (*Group, error) { return nil, unsupport
 
 // New never returns a Group here, so these are never reached.
 
-func (g *Group) add(int) error         { return unsupported() }
-func (g *Group) stats() (Stats, error) { return Stats{}, unsupported() }
-func (g *Group) kill() error           { return unsupported() }
-func (g *Group) remove() error         { return unsupported() }
+func (g *Group) add(int) error                  { return unsupported() }
+func (g *Group) stats() (Stats, error)          { return Stats{}, unsupported() }
+func (g *Group) kill() error                    { return unsupported() }
+func (g *Group) joinFiles() ([]*os.File, error) { return nil, unsupported() }
+func (g *Group) remove() error                  { return unsupported() }

@@ -281,6 +281,24 @@ func (h *host) prepareV2() error {
 
 // --- both ---
 
+func (g *Group) joinFiles() ([]*os.File, error) {
+	if g.version != 1 {
+		return nil, fmt.Errorf("cgroup %q: joining by thread needs cgroup v1: %w", g.name, errors.ErrUnsupported)
+	}
+	var files []*os.File
+	for _, dir := range g.dirs {
+		f, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
 func (g *Group) add(pid int) error {
 	for _, dir := range g.dirs {
 		if err := g.fs.write(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
