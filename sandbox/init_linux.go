@@ -60,6 +60,11 @@ func initMain() int {
 		return fail(setupErr("sandbox init: reading the configuration: %v", err))
 	}
 	cfgFile.Close()
+	// The descriptor cordon was executed through comes after the cgroup
+	// files; init does not need it.
+	if err := unix.CloseRange(uint(6+cfg.CgroupFiles), ^uint(0), 0); err != nil {
+		return fail(setupErr("sandbox init: close_range: %v", err))
+	}
 
 	if e := buildRoot(&cfg); e != nil {
 		return fail(e)

@@ -12,6 +12,8 @@ package sandbox
 //	fd 6… parent → init  cgroup v1 "tasks" files (initConfig.CgroupFiles):
 //	                     init's forking thread writes "0" to each to join
 //	                     the run's cgroup, then closes them
+//	fd 6+n               cordon's own executable, which the kernel ran as
+//	                     init through /proc/self/fd; init closes it first
 //
 // After the exit message init kills every other process in its PID
 // namespace, reaps them, and waits for EOF on fd 4 before exiting, so

@@ -196,14 +196,18 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		}
 	}()
 	// Execute cordon through a descriptor: the sandbox's host uid may not
-	// traverse the directory the binary lives in.
+	// traverse the directory the binary lives in. The descriptor is the
+	// last of init's (fd 6+len(joins)); it must be one of the files the
+	// child is given, or the child's dup2 of those could land on it.
 	self, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return refusedf("opening cordon's own executable: %v", err)
 	}
 	defer self.Close()
+	files := append([]*os.File{cfgR, ctlR, stW}, joins...)
+	files = append(files, self)
 	cmd := &exec.Cmd{
-		Path: "/proc/self/fd/" + strconv.Itoa(int(self.Fd())),
+		Path: "/proc/self/fd/" + strconv.Itoa(2+len(files)),
 		Args: []string{InitArg0},
 		// Init gets no environment of cordon's; in a race-detector build
 		// it would otherwise sleep a second at exit.
@@ -211,7 +215,7 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		Stdin:       s.Stdin,
 		Stdout:      s.Stdout,
 		Stderr:      s.Stderr,
-		ExtraFiles:  append([]*os.File{cfgR, ctlR, stW}, joins...),
+		ExtraFiles:  files,
 		SysProcAttr: attr,
 	}
 	// Decide the program while the kernel creates init's namespaces.
