@@ -118,7 +118,7 @@ func Run(ctx context.Context, s *Spec) (*Result, error) {
 // runtimeBinds lists the runtime directories and links that exist here.
 func runtimeBinds() []string {
 	var out []string
-	for _, p := range append(runtimeRoots, alternatives) {
+	for _, p := range slices.Concat(runtimeRoots, []string{alternatives}) {
 		if _, err := os.Lstat(p); err == nil {
 			out = append(out, p)
 		}
