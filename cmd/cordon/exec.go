@@ -94,8 +94,10 @@ func runExec(e *env, args []string) error {
 	}
 	t, err := tier.Host{Offers: sandbox.Offers()}.Select(gs)
 	if err != nil {
-		if perr := sandbox.Probe(tier.Required(gs)); perr != nil {
-			err = perr
+		if req := tier.Required(gs); req == tier.S2 || req == tier.S3 {
+			if perr := sandbox.Probe(req); perr != nil {
+				err = perr // say which facility is missing
+			}
 		}
 		return refuse(withHint(fmt.Errorf("exec: %w", err), "cordon runs untrusted code only inside its sandbox (S2, or S3 with --tenant); see docs/sandbox.md"))
 	}
