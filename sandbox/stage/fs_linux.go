@@ -204,6 +204,25 @@ func createFile(dir int, name string) (*os.File, error) {
 
 // readNames calls fn for each entry of the directory d, in the order the
 // file system lists them, reading the listing a batch at a time.
+// eachChild opens each entry of the directory src, whose declared path
+// is p, on the given side ("the workspace" or "staging"), checks the
+// entry's path and calls fn with it open (closed when fn returns).
+func eachChild(src *os.File, p, where string, fn func(c *os.File, st *unix.Stat_t, name, q string) error) error {
+	dir := int(src.Fd())
+	return readNames(src, func(name string) error {
+		q := p + "/" + name
+		if err := CheckPath(q); err != nil {
+			return err
+		}
+		c, st, err := openSource(dir, name, q, where)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return fn(c, &st, name, q)
+	})
+}
+
 func readNames(d *os.File, fn func(name string) error) error {
 	for {
 		names, err := d.Readdirnames(256)

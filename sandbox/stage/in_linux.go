@@ -131,18 +131,8 @@ func (s *stager) copy(src *os.File, st *unix.Stat_t, up int, name, p string, dep
 	if err := s.finish(fd, 0o755, p); err != nil {
 		return err
 	}
-	srcDir := int(src.Fd())
-	return readNames(src, func(child string) error {
-		q := p + "/" + child
-		if err := CheckPath(q); err != nil {
-			return err
-		}
-		c, cst, err := openSource(srcDir, child, q, "the workspace")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		return s.copy(c, &cst, fd, child, q, depth+1)
+	return eachChild(src, p, "the workspace", func(c *os.File, cst *unix.Stat_t, child, q string) error {
+		return s.copy(c, cst, fd, child, q, depth+1)
 	})
 }
 

@@ -108,18 +108,8 @@ func (pl *plan) add(src *os.File, st *unix.Stat_t, p string, depth int) error {
 	if _, err := pl.dir(p); err != nil {
 		return err
 	}
-	srcDir := int(src.Fd())
-	return readNames(src, func(child string) error {
-		q := p + "/" + child
-		if err := CheckPath(q); err != nil {
-			return err
-		}
-		c, cst, err := openSource(srcDir, child, q, "staging")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		return pl.add(c, &cst, q, depth+1)
+	return eachChild(src, p, "staging", func(c *os.File, cst *unix.Stat_t, _, q string) error {
+		return pl.add(c, cst, q, depth+1)
 	})
 }
 
