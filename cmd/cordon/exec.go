@@ -111,8 +111,10 @@ func runExec(e *env, args []string) error {
 			return &usageError{msg: "exec: --receipt needs a key", hint: "pass --key FILE or set $CORDON_KEY (make one with 'cordon keygen')"}
 		}
 		key = k
-		if _, err := os.Lstat(*receiptFile); err == nil {
-			return refuse(fmt.Errorf("exec: --receipt %s: file exists; a receipt is never written over", *receiptFile))
+		for _, f := range []string{*receiptFile, *receiptFile + ".unit.json"} {
+			if _, err := os.Lstat(f); err == nil {
+				return refuse(fmt.Errorf("exec: --receipt: %s exists; a receipt is never written over", f))
+			}
 		}
 	} else if *keyFile != "" {
 		return &usageError{msg: "exec: --key given without --receipt"}
