@@ -62,6 +62,7 @@ func runExec(e *env, args []string) error {
 	receiptFile := fs.String("receipt", "", "write a signed receipt here (needs --key or $CORDON_KEY)")
 	keyFile := fs.String("key", "", "the steward key that signs the receipt (default: $CORDON_KEY)")
 	tenant := fs.String("tenant", "", "the tenant of a multi-tenant (S3) run")
+	stats := fs.Bool("stats", false, "print the run's exit status, wall time, CPU time and peak memory to stderr")
 	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
@@ -159,6 +160,10 @@ func runExec(e *env, args []string) error {
 	}
 	if res.OutputsErr != nil {
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
+	}
+	if *stats {
+		fmt.Fprintf(e.stderr, "cordon: run: tier %s, exit %d, wall %.1f ms, cpu %.1f ms, peak memory %d KiB, host uid %d\n",
+			res.Tier, res.ExitCode, float64(res.Wall().Microseconds())/1e3, float64(res.CPUNanos)/1e6, res.PeakMemoryBytes>>10, res.HostUID)
 	}
 	if key != nil {
 		if err := writeExecReceipt(key, *receiptFile, argv, res); err != nil {
