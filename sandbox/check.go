@@ -58,6 +58,9 @@ func (s *Spec) check() error {
 			return refusedf("output %q: %v", p, err)
 		}
 	}
+	if len(s.Grants.Egress) > 0 && s.Egress == nil {
+		return refusedf("the grant set has egress rules but the run has no egress proxy: refused rather than run with a route out")
+	}
 	if s.StateDir == "" {
 		return refusedf("no state directory")
 	}

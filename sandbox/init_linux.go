@@ -62,12 +62,17 @@ func initMain() int {
 	cfgFile.Close()
 	// The descriptor cordon was executed through comes after the cgroup
 	// files; init does not need it.
-	if err := unix.CloseRange(uint(6+cfg.CgroupFiles), ^uint(0), 0); err != nil {
+	if err := unix.CloseRange(uint(7+cfg.CgroupFiles), ^uint(0), 0); err != nil {
 		return fail(setupErr("sandbox init: close_range: %v", err))
 	}
 
 	if e := buildRoot(&cfg); e != nil {
 		return fail(e)
+	}
+	if cfg.Egress {
+		if err := startForwarder(os.NewFile(6, "egress bridge")); err != nil {
+			return fail(setupErr("sandbox init: %v", err))
+		}
 	}
 	if err := enc.Encode(initMessage{Ready: true}); err != nil {
 		return ExitRefused
@@ -100,7 +105,7 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	// Join the run's cgroup (v1): this thread only, so that the program
 	// forked from it is born there. The files close before it runs.
 	for i := 0; i < cfg.CgroupFiles; i++ {
-		f := os.NewFile(uintptr(6+i), "cgroup tasks")
+		f := os.NewFile(uintptr(7+i), "cgroup tasks")
 		_, err := f.Write([]byte("0"))
 		f.Close()
 		if err != nil {

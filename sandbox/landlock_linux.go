@@ -28,6 +28,15 @@ func landlockABI() (int, error) {
 	return v, nil
 }
 
+// landlockNetPortAttr is struct landlock_net_port_attr (ABI 4), which
+// x/sys does not define.
+type landlockNetPortAttr struct {
+	allowedAccess uint64
+	port          uint64
+}
+
+const landlockRuleNetPort = 2 // LANDLOCK_RULE_NET_PORT
+
 // fsRights returns the file system rights ABI v knows.
 func fsRights(v int) uint64 {
 	r := uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
@@ -108,6 +117,15 @@ func restrictLandlock(cfg *initConfig) *initErr {
 		if errno != 0 {
 			err := error(errno)
 			return setupErr("Landlock rule for %s: %v", r.path, err)
+		}
+	}
+	if cfg.Egress && v >= 4 {
+		// The one TCP connection the program may make: to the egress
+		// forwarder (the network namespace has only loopback).
+		rule := landlockNetPortAttr{allowedAccess: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: ProxyPort}
+		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), landlockRuleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+		if errno != 0 {
+			return setupErr("Landlock rule for TCP port %d: %v", ProxyPort, errno)
 		}
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {

@@ -9,10 +9,12 @@ package sandbox
 //	                     means "give up": init kills everything and exits
 //	fd 5  init → parent  JSON lines: a ready message when the root is
 //	                     built, then one exit (or error) message
-//	fd 6… parent → init  cgroup v1 "tasks" files (initConfig.CgroupFiles):
+//	fd 6  parent ↔ init  the egress bridge (bridge_linux.go), when the
+//	                     grant set has egress rules; closed otherwise
+//	fd 7… parent → init  cgroup v1 "tasks" files (initConfig.CgroupFiles):
 //	                     init's forking thread writes "0" to each to join
 //	                     the run's cgroup, then closes them
-//	fd 6+n               cordon's own executable, which the kernel ran as
+//	fd 7+n               cordon's own executable, which the kernel ran as
 //	                     init through /proc/self/fd; init closes it first
 //
 // After the exit message init kills every other process in its PID
@@ -36,7 +38,8 @@ type initConfig struct {
 	NProc       int64    `json:"nproc"`
 	LandlockABI int      `json:"landlock_abi"` // the ABI to restrict with; probed by the parent
 	Hostname    string   `json:"hostname"`
-	CgroupFiles int      `json:"cgroup_files"` // fds 6… are cgroup v1 tasks files to join
+	CgroupFiles int      `json:"cgroup_files"` // fds 7… are cgroup v1 tasks files to join
+	Egress      bool     `json:"egress"`       // fd 6 is the egress bridge: start the forwarder
 }
 
 // initMessage is one line init writes on fd 5.

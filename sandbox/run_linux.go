@@ -204,7 +204,16 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		return refusedf("opening cordon's own executable: %v", err)
 	}
 	defer self.Close()
-	files := append([]*os.File{cfgR, ctlR, stW}, joins...)
+	egress := len(s.Grants.Egress) > 0
+	var bridgeParent, bridgeChild *os.File
+	if egress {
+		if bridgeParent, bridgeChild, err = bridgePair(); err != nil {
+			return refusedf("%v", err)
+		}
+		defer bridgeParent.Close()
+		defer bridgeChild.Close()
+	}
+	files := append([]*os.File{cfgR, ctlR, stW, bridgeChild}, joins...)
 	files = append(files, self)
 	cmd := &exec.Cmd{
 		Path: "/proc/self/fd/" + strconv.Itoa(2+len(files)),
@@ -240,6 +249,13 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 	stW.Close()
 	if err != nil {
 		return refusedf("starting sandbox init: %v", err)
+	}
+	if egress {
+		bridgeChild.Close()
+		wait := serveBridge(ctx, bridgeParent, s.Egress)
+		// Deferred before the kill of init below, so it runs after it:
+		// its exit closes the bridge and every relayed connection.
+		defer waitBounded(wait, 5*time.Second)
 	}
 	waited := false
 	defer func() {
@@ -283,6 +299,10 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		return err
 	}
 	cfg.CgroupFiles = len(joins)
+	if egress {
+		cfg.Egress = true
+		cfg.Env = append(cfg.Env, proxyEnv()...)
+	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		return refusedf("configuring sandbox init: %v", err)
 	}
@@ -462,6 +482,20 @@ func setfsid(nr uintptr, id int) error {
 	return nil
 }
 
+// waitBounded calls wait and returns when it does or after d, whichever
+// is first.
+func waitBounded(wait func(), d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
 var errTimeout = errors.New("sandbox: wall-clock limit reached")
 
 func readStats(cg *cgroup.Group, res *Result) {
@@ -503,7 +537,8 @@ func buildEnv(e *grant.Enforcer, vars map[string]string) ([]string, error) {
 	slices.Sort(names)
 	for _, name := range names {
 		switch name {
-		case "PATH", "HOME", "LANG", "TERM":
+		case "PATH", "HOME", "LANG", "TERM", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+			"http_proxy", "https_proxy", "all_proxy", "no_proxy":
 			return nil, refusedf("environment variable %s is fixed by the sandbox", name)
 		}
 		d := e.Decide(grant.Query{Kind: grant.KindEnv, Name: name})

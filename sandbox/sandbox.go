@@ -21,9 +21,11 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
@@ -111,6 +113,12 @@ type Spec struct {
 	// Env holds the values of the environment variables the grant set
 	// names (name → value); a name the grants do not list is refused.
 	Env map[string]string
+	// Egress serves the program's network connections when the grant set
+	// has egress rules, and must then be set: the program reaches it, and
+	// nothing else, through the forwarder at 127.0.0.1:ProxyPort that
+	// HTTP_PROXY and its relatives name. Without egress rules the run has
+	// no network at all and Egress is not used.
+	Egress Egress
 	// Limits bound the run.
 	Limits Limits
 	// Stdin, Stdout and Stderr are the program's standard streams; nil
@@ -118,6 +126,13 @@ type Spec struct {
 	// io.Writer is copied through a pipe.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+}
+
+// Egress decides and serves network connections the sandboxed program
+// opens to its proxy (package egress implements it). ServeConn owns c and
+// closes it; it must return once c is closed by its peer or ctx ends.
+type Egress interface {
+	ServeConn(ctx context.Context, c net.Conn)
 }
 
 // Result is what a run did.
