@@ -7,13 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// errIdle ends a tunnel or request that moved no bytes for IdleTimeout.
-var errIdle = errors.New("idle")
 
 // helloError is a TLS ClientHello the proxy refuses; its text is the
 // denial's reason.
@@ -21,14 +19,21 @@ type helloError struct{ reason string }
 
 func (e *helloError) Error() string { return e.reason }
 
-// activity tracks the last time a tunnel moved bytes, either way, so that
-// a direction waiting on a quiet peer is not closed while the other is
-// busy. Deadlines are set once and pushed back only when they fire, not on
-// every read.
+// activity tracks when a tunnel last moved bytes, either way, and closes
+// it once nothing has moved for idle. A watchdog timer does the closing,
+// so that a direction blocked on a peer that does not read is covered as
+// well as one waiting on a peer that does not write; no deadline is set on
+// a write (a spliced write that times out would lose the bytes in its
+// pipe).
 type activity struct {
-	base time.Time // monotonic origin of last
-	idle time.Duration
-	last atomic.Int64 // nanoseconds since base
+	base  time.Time // monotonic origin of last
+	idle  time.Duration
+	last  atomic.Int64 // nanoseconds since base
+	idled atomic.Bool  // the watchdog closed the tunnel
+
+	mu      sync.Mutex
+	timer   *time.Timer // guarded by mu
+	stopped bool        // guarded by mu
 }
 
 func newActivity(idle time.Duration) *activity {
@@ -37,68 +42,57 @@ func newActivity(idle time.Duration) *activity {
 
 func (a *activity) touch() { a.last.Store(int64(time.Since(a.base))) }
 
-// deadline is when the tunnel goes idle if nothing moves until then.
-func (a *activity) deadline() time.Time {
-	return a.base.Add(time.Duration(a.last.Load()) + a.idle)
+// watch starts the watchdog: onIdle runs once nothing moved for idle.
+func (a *activity) watch(onIdle func()) {
+	a.touch()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.timer = time.AfterFunc(a.idle, func() { a.check(onIdle) })
 }
 
-// rearm is called when a deadline fired: it reports false when the tunnel
-// really is idle, else moves the deadline with set and reports true.
-func (a *activity) rearm(set func(time.Time) error) bool {
-	d := a.deadline()
-	if !time.Now().Before(d) {
-		return false
-	}
-	set(d)
-	return true
-}
-
-// readIdle reads into b, waiting as long as the tunnel is active.
-func readIdle(c net.Conn, b []byte, a *activity) (int, error) {
-	for {
-		n, err := c.Read(b)
-		if n > 0 {
-			a.touch()
-			return n, nil
-		}
-		if isTimeout(err) {
-			if a.rearm(c.SetReadDeadline) {
-				continue
-			}
-			return 0, errIdle
-		}
-		return 0, err
+func (a *activity) check(onIdle func()) {
+	quiet := time.Since(a.base) - time.Duration(a.last.Load())
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.stopped:
+	case quiet >= a.idle:
+		a.idled.Store(true)
+		onIdle()
+	default:
+		a.timer.Reset(a.idle - quiet)
 	}
 }
 
-// writeAll writes b to c, waiting as long as the tunnel is active.
-func writeAll(c net.Conn, b []byte, a *activity) (int, error) {
-	total := 0
-	for len(b) > 0 {
-		n, err := c.Write(b)
-		total += n
-		b = b[n:]
-		if n > 0 {
-			a.touch()
-		}
-		if err != nil {
-			if isTimeout(err) && a.rearm(c.SetWriteDeadline) {
-				continue
-			}
-			if isTimeout(err) {
-				err = errIdle
-			}
-			return total, err
-		}
+// stop stops the watchdog.
+func (a *activity) stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopped = true
+	if a.timer != nil {
+		a.timer.Stop()
 	}
-	return total, nil
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
+// spliceChunk is how many bytes one splice call may move before the
+// counters are updated.
+const spliceChunk = 1 << 20
+
 // pump copies src to dst until src ends, counting bytes into n and total
-// as they go. It returns nil at src's EOF.
-func pump(dst, src net.Conn, a *activity, n, total *atomic.Int64) error {
+// and touching a as they go. It returns nil at src's EOF. Between two TCP
+// connections on Linux it splices (no copy through user space) in chunks,
+// with a read deadline every tick so that a slow trickle still shows as
+// activity; otherwise it copies through a buffer.
+func pump(dst, src net.Conn, a *activity, tick time.Duration, n, total *atomic.Int64) error {
+	if runtime.GOOS == "linux" {
+		if d, ok := dst.(*net.TCPConn); ok {
+			if s, ok := src.(*net.TCPConn); ok {
+				return splice(d, s, a, tick, n, total)
+			}
+		}
+	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -106,7 +100,7 @@ func pump(dst, src net.Conn, a *activity, n, total *atomic.Int64) error {
 		nr, rerr := src.Read(buf)
 		if nr > 0 {
 			a.touch()
-			nw, err := writeAll(dst, buf[:nr], a)
+			nw, err := dst.Write(buf[:nr])
 			n.Add(int64(nw))
 			total.Add(int64(nw))
 			if err != nil {
@@ -114,15 +108,33 @@ func pump(dst, src net.Conn, a *activity, n, total *atomic.Int64) error {
 			}
 		}
 		switch {
-		case rerr == nil:
 		case rerr == io.EOF:
 			return nil
-		case isTimeout(rerr):
-			if !a.rearm(src.SetReadDeadline) {
-				return errIdle
-			}
-		default:
+		case rerr != nil:
 			return rerr
+		}
+	}
+}
+
+func splice(dst, src *net.TCPConn, a *activity, tick time.Duration, n, total *atomic.Int64) error {
+	lr := &io.LimitedReader{R: src}
+	src.SetReadDeadline(time.Now().Add(tick))
+	for {
+		lr.N = spliceChunk
+		k, err := dst.ReadFrom(lr)
+		if k > 0 {
+			a.touch()
+			n.Add(k)
+			total.Add(k)
+		}
+		switch {
+		case err == nil && lr.N > 0:
+			return nil // src is at EOF
+		case err == nil:
+		case isTimeout(err): // the read deadline: nothing is lost in a splice's pipe
+			src.SetReadDeadline(time.Now().Add(tick))
+		default:
+			return err
 		}
 	}
 }
@@ -185,16 +197,17 @@ func (p *Proxy) connect(s *session, br *bufio.Reader, req *http.Request, rec *Re
 	pending, _ := br.Peek(br.Buffered())
 	pending = append([]byte(nil), pending...)
 
+	c.SetDeadline(time.Time{})
 	a := newActivity(p.cfg.IdleTimeout)
-	a.touch()
-	c.SetDeadline(a.deadline())
-	up.SetDeadline(a.deadline())
+	a.watch(s.closeAll)
+	defer a.stop()
+	tick := max(p.cfg.IdleTimeout/4, 10*time.Millisecond)
 	var up2, down atomic.Int64
 	var terr tunnelErr
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := pump(c, up, a, &down, &p.bytesDown); err != nil {
+		if err := pump(c, up, a, tick, &down, &p.bytesDown); err != nil {
 			terr.set(err)
 			s.closeAll()
 			return
@@ -204,13 +217,12 @@ func (p *Proxy) connect(s *session, br *bufio.Reader, req *http.Request, rec *Re
 
 	finish := func() {
 		<-done
+		a.stop()
 		rec.BytesUp, rec.BytesDown = up2.Load(), down.Load()
-		if err := terr.get(); err != nil {
-			if errors.Is(err, errIdle) {
-				rec.Error = fmt.Sprintf("no bytes either way for %s", p.cfg.IdleTimeout)
-			} else {
-				rec.Error = err.Error()
-			}
+		if a.idled.Load() {
+			rec.Error = fmt.Sprintf("no bytes either way for %s", p.cfg.IdleTimeout)
+		} else if err := terr.get(); err != nil {
+			rec.Error = err.Error()
 		}
 		p.record(*rec)
 	}
@@ -240,11 +252,11 @@ func (p *Proxy) connect(s *session, br *bufio.Reader, req *http.Request, rec *Re
 		terr.set(err)
 		s.closeAll()
 	default:
-		nw, werr := writeAll(up, first, a)
+		nw, werr := up.Write(first)
 		up2.Add(int64(nw))
 		p.bytesUp.Add(int64(nw))
 		if werr == nil {
-			werr = pump(up, c, a, &up2, &p.bytesUp)
+			werr = pump(up, c, a, tick, &up2, &p.bytesUp)
 		}
 		if werr != nil {
 			terr.set(werr)
@@ -257,19 +269,21 @@ func (p *Proxy) connect(s *session, br *bufio.Reader, req *http.Request, rec *Re
 }
 
 // sniff returns the client's first bytes in the tunnel, waiting for them
-// as long as the tunnel is active. If they start a TLS record it reads on,
+// as long as the tunnel is active (the watchdog ends the wait). If they start a TLS record it reads on,
 // within HeaderTimeout, until the ClientHello is complete and returns it
 // parsed; a ClientHello that cannot be checked is a *helloError. It
 // returns io.EOF when the client ends its side without sending anything.
 func (p *Proxy) sniff(c net.Conn, pending []byte, a *activity) ([]byte, *clientHello, error) {
 	buf := make([]byte, len(pending), max(len(pending), 4096))
 	copy(buf, pending)
-	if len(buf) == 0 {
-		n, err := readIdle(c, buf[:cap(buf)], a)
-		if n == 0 {
+	for len(buf) == 0 {
+		n, err := c.Read(buf[:cap(buf)])
+		buf = buf[:n]
+		if n > 0 {
+			a.touch()
+		} else if err != nil {
 			return nil, nil, err
 		}
-		buf = buf[:n]
 	}
 	if !isTLSRecordType(buf[0]) {
 		return buf, nil, nil
@@ -281,7 +295,7 @@ func (p *Proxy) sniff(c net.Conn, pending []byte, a *activity) ([]byte, *clientH
 			return nil, nil, &helloError{"TLS ClientHello refused: " + err.Error()}
 		}
 		if done {
-			c.SetReadDeadline(a.deadline())
+			c.SetReadDeadline(time.Time{})
 			return buf, &h, nil
 		}
 		if len(buf) == cap(buf) {
