@@ -559,3 +559,37 @@ func TestSlowloris(t *testing.T) {
 	}
 	env.wantNoDial()
 }
+
+// TestWildcardAndDenyRules: a wildcard rule covers names below it, never
+// the apex; a deny.egress host rule wins over it and has no hint (no
+// grant entry lifts a deny rule); SNI must equal the CONNECT host, not
+// merely match the wildcard.
+func TestWildcardAndDenyRules(t *testing.T) {
+	port, pool, _ := tlsServer(t)
+	server := fmt.Sprintf("127.0.0.1:%d", port)
+	env := newEnv(t, enforcer(t, []string{hostRule("*.corp.test", port), cidrRule("127.0.0.1/32", port)}, `{"host":"evil.corp.test"}`))
+	env.allowDial(server, server)
+
+	c := env.mustConnect(fmt.Sprintf("api.corp.test:%d", port))
+	tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: pool})
+	if err := tc.Handshake(); err == nil {
+		t.Error("SNI allowed.test through a tunnel to api.corp.test: handshake succeeded")
+	}
+	env.wantDenied(1, "sni", `SNI "allowed.test" does not match CONNECT host "api.corp.test"`)
+
+	_, resp, body := env.connect(fmt.Sprintf("evil.corp.test:%d", port))
+	if resp.StatusCode != 403 {
+		t.Errorf("denied host: got %s %q", resp.Status, body)
+	}
+	if r := env.wantDenied(2, "deny.egress[0]", "evil.corp.test"); r.Hint != "" {
+		t.Errorf("deny-rule denial has hint %s", r.Hint)
+	}
+	_, resp, _ = env.connect(fmt.Sprintf("corp.test:%d", port))
+	if resp.StatusCode != 403 {
+		t.Errorf("apex of a wildcard: got %s, want 403", resp.Status)
+	}
+	env.wantDenied(3, "default", "corp.test")
+	if d := env.dialed(); len(d) != 1 {
+		t.Errorf("dialled %v, want only api.corp.test's address", d)
+	}
+}

@@ -68,6 +68,9 @@ var testResolver = map[string][]string{
 	"private.test":   {"10.20.99.5"},
 	"zero.test":      {"0.0.0.0"},
 	"empty.test":     {},
+	"corp.test":      {"127.0.0.1"},
+	"api.corp.test":  {"127.0.0.1"},
+	"evil.corp.test": {"127.0.0.1"},
 }
 
 // testEnv is a proxy on a loopback listener whose resolver is testResolver

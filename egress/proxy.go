@@ -36,7 +36,10 @@ type Config struct {
 	// over the limit gets 503 and is closed. Must be > 0.
 	MaxConns int
 	// IdleTimeout closes a tunnel or request, or a keep-alive connection
-	// between requests, after this long with no bytes either way. Must be > 0.
+	// between requests, after this long with no bytes either way. A
+	// spliced tunnel (TCP to TCP on Linux) sees a slow trickle of bytes up
+	// to IdleTimeout/4 late, so it may close up to that much after its last
+	// byte plus IdleTimeout. Must be > 0.
 	IdleTimeout time.Duration
 	// HeaderTimeout bounds the time to read a request header, and a TLS
 	// ClientHello once its first byte has arrived (slowloris). Must be > 0.
@@ -125,7 +128,7 @@ type Stats struct {
 	Conns              int64 // client connections handed to ServeConn
 	Active             int64 // client connections being served now
 	Denied             int64 // denial records
-	BytesUp, BytesDown int64 // bytes forwarded client→upstream and back
+	BytesUp, BytesDown int64 // bytes forwarded client→upstream and back, counted as they move (spliced: per MiB)
 }
 
 // Proxy is an egress proxy. Its methods are safe for concurrent use.
