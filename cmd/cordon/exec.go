@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-dev/cordon/egress"
 	"github.com/cordon-dev/cordon/energy"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/receipt"
@@ -62,6 +63,7 @@ func runExec(e *env, args []string) error {
 	receiptFile := fs.String("receipt", "", "write a signed receipt here (needs --key or $CORDON_KEY)")
 	keyFile := fs.String("key", "", "the steward key that signs the receipt (default: $CORDON_KEY)")
 	tenant := fs.String("tenant", "", "the tenant of a multi-tenant (S3) run")
+	journalFile := fs.String("journal", "", "append every egress decision to this journal (JSON lines, hash-chained)")
 	stats := fs.Bool("stats", false, "print the run's exit status, wall time, CPU time and peak memory to stderr")
 	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
 	fs.SetOutput(discard{})
@@ -142,9 +144,25 @@ func runExec(e *env, args []string) error {
 		Workspace: ws, Inputs: ins, Outputs: outs, Env: vars, Limits: limits,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
 	}
+	var (
+		proxy      *egress.Proxy
+		journalErr func() error
+	)
+	if len(gs.Egress) > 0 {
+		proxy, journalErr, err = execEgress(gs, e.stderr, *journalFile)
+		if err != nil {
+			return refuse(fmt.Errorf("exec: egress proxy: %w", err))
+		}
+		spec.Egress = proxy
+	} else if *journalFile != "" {
+		return &usageError{msg: "exec: --journal records egress decisions, and the grant set has no egress rules"}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := sandbox.Run(ctx, spec)
+	if proxy != nil {
+		proxy.Close()
+	}
 	if err != nil {
 		var ee *sandbox.ExitError
 		if errors.As(err, &ee) {
@@ -164,6 +182,15 @@ func runExec(e *env, args []string) error {
 	if *stats {
 		fmt.Fprintf(e.stderr, "cordon: run: tier %s, exit %d, wall %.1f ms, cpu %.1f ms, peak memory %d KiB, host uid %d\n",
 			res.Tier, res.ExitCode, float64(res.Wall().Microseconds())/1e3, float64(res.CPUNanos)/1e6, res.PeakMemoryBytes>>10, res.HostUID)
+		if proxy != nil {
+			st := proxy.Stats()
+			fmt.Fprintf(e.stderr, "cordon: egress: %d connections, %d denied, %d bytes up, %d bytes down\n", st.Conns, st.Denied, st.BytesUp, st.BytesDown)
+		}
+	}
+	if journalErr != nil {
+		if err := journalErr(); err != nil {
+			return refuse(fmt.Errorf("exec: egress decisions were not all recorded: %w", err))
+		}
 	}
 	if key != nil {
 		if err := writeExecReceipt(key, *receiptFile, argv, res); err != nil {

@@ -2,6 +2,10 @@ package main
 
 import (
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +30,19 @@ func TestScripts(t *testing.T) {
 			return copyDir(filepath.Join("..", "..", "evidence", "canon", "testdata", "rfc8785"), filepath.Join(e.WorkDir, "rfc8785"))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// serve-http NAME: start an HTTP server on 127.0.0.1 for the
+			// rest of the script that answers every request with
+			// "hello from loopback", and set $NAME_PORT to its port.
+			"serve-http": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: serve-http NAME")
+				}
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					io.WriteString(w, "hello from loopback\n")
+				}))
+				ts.Defer(srv.Close)
+				ts.Setenv(args[0]+"_PORT", strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port))
+			},
 			// status N command args...: run command and require exit status N.
 			"status": func(ts *testscript.TestScript, neg bool, args []string) {
 				if neg || len(args) < 2 {
