@@ -87,9 +87,19 @@ const spliceChunk = 1 << 20
 // activity; otherwise it copies through a buffer.
 func pump(dst, src net.Conn, a *activity, tick time.Duration, n, total *atomic.Int64) error {
 	if runtime.GOOS == "linux" {
-		if d, ok := dst.(*net.TCPConn); ok {
+		// The kernel splices from TCP or unix stream sockets into TCP
+		// (TCPConn.ReadFrom), and from TCP into unix stream sockets
+		// (TCPConn.WriteTo): the sandbox's connections arrive as unix
+		// sockets, upstreams are TCP.
+		switch d := dst.(type) {
+		case *net.TCPConn:
+			switch src.(type) {
+			case *net.TCPConn, *net.UnixConn:
+				return splice(d, src, a, tick, n, total)
+			}
+		case *net.UnixConn:
 			if s, ok := src.(*net.TCPConn); ok {
-				return splice(d, s, a, tick, n, total)
+				return spliceTo(d, s, a, tick, n, total)
 			}
 		}
 	}
@@ -116,7 +126,7 @@ func pump(dst, src net.Conn, a *activity, tick time.Duration, n, total *atomic.I
 	}
 }
 
-func splice(dst, src *net.TCPConn, a *activity, tick time.Duration, n, total *atomic.Int64) error {
+func splice(dst *net.TCPConn, src net.Conn, a *activity, tick time.Duration, n, total *atomic.Int64) error {
 	lr := &io.LimitedReader{R: src}
 	src.SetReadDeadline(time.Now().Add(tick))
 	for {
@@ -131,6 +141,29 @@ func splice(dst, src *net.TCPConn, a *activity, tick time.Duration, n, total *at
 		case err == nil && lr.N > 0:
 			return nil // src is at EOF
 		case err == nil:
+		case isTimeout(err): // the read deadline: nothing is lost in a splice's pipe
+			src.SetReadDeadline(time.Now().Add(tick))
+		default:
+			return err
+		}
+	}
+}
+
+// spliceTo is splice for a TCP source and a unix socket destination:
+// TCPConn.WriteTo splices until src's EOF, or until the read deadline of
+// the tick, when the counters are updated and it is called again.
+func spliceTo(dst *net.UnixConn, src *net.TCPConn, a *activity, tick time.Duration, n, total *atomic.Int64) error {
+	src.SetReadDeadline(time.Now().Add(tick))
+	for {
+		k, err := src.WriteTo(dst)
+		if k > 0 {
+			a.touch()
+			n.Add(k)
+			total.Add(k)
+		}
+		switch {
+		case err == nil:
+			return nil // src is at EOF
 		case isTimeout(err): // the read deadline: nothing is lost in a splice's pipe
 			src.SetReadDeadline(time.Now().Add(tick))
 		default:
