@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
@@ -15,12 +14,10 @@ import (
 
 // The egress bridge. The sandbox's network namespace has only loopback.
 // When the grant set has egress rules, init listens on 127.0.0.1:ProxyPort
-// inside it; for every connection the program opens there, init makes a
-// unix socket pair, keeps one end to relay the connection's bytes, and
-// passes the other end to the parent over a SOCK_SEQPACKET control socket
-// (fd 6) with SCM_RIGHTS. The parent hands each end it receives, as a
-// connected net.Conn, to Spec.Egress, the proxy that decides every
-// request. No path names the bridge: nothing in the sandbox can reach
+// inside it and passes every connection the program opens there to the
+// parent over a SOCK_SEQPACKET control socket (fd 6) with SCM_RIGHTS.
+// The parent hands each, as a connected net.Conn, to Spec.Egress, the
+// proxy that decides every request. No path names the bridge: nothing in the sandbox can reach
 // the proxy but through the forwarder, and when cordon goes away the
 // control socket closes, init's forwarder stops, and PR_SET_PDEATHSIG
 // ends the run.
@@ -136,44 +133,22 @@ func startForwarder(ctl *os.File) error {
 	return nil
 }
 
-// forward hands one connection's peer end to the parent and relays c
-// through the local end.
+// forward hands the accepted connection itself to the parent: a socket
+// keeps working outside the network namespace it was made in, so the
+// proxy reads and writes the program's connection directly (and can
+// splice it), with no relay in between. Init keeps no copy.
 func forward(ctl *os.File, c net.Conn) error {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return fmt.Errorf("egress forwarder: not a TCP connection")
+	}
+	f, err := tc.File() // a duplicate, blocking descriptor
 	if err != nil {
 		return err
 	}
-	err = unix.Sendmsg(int(ctl.Fd()), []byte{0}, unix.UnixRights(fds[1]), nil, unix.MSG_NOSIGNAL)
-	unix.Close(fds[1])
-	if err != nil {
-		unix.Close(fds[0])
+	defer f.Close()
+	if err := unix.Sendmsg(int(ctl.Fd()), []byte{0}, unix.UnixRights(int(f.Fd())), nil, unix.MSG_NOSIGNAL); err != nil {
 		return err
 	}
-	f := os.NewFile(uintptr(fds[0]), "egress relay")
-	local, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	go relay(c, local)
-	return nil
-}
-
-// relay copies bytes both ways until both directions are done, passing
-// each half-close on.
-func relay(a, b net.Conn) {
-	var wg sync.WaitGroup
-	pipe := func(dst, src net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
-	}
-	wg.Add(2)
-	go pipe(a, b)
-	go pipe(b, a)
-	wg.Wait()
-	a.Close()
-	b.Close()
+	return c.Close()
 }
