@@ -52,8 +52,9 @@
 // Config bounds concurrent connections (over the limit: 503 and close), the
 // time to read a request header, the header size (431) and idle time (no
 // bytes either way; a watchdog closes the tunnel, so a direction blocked
-// on a peer that does not read is covered too). Tunnels between two TCP
-// connections on Linux are spliced, never copied through user space. Every decision produces one Record (Config.Record):
+// on a peer that does not read is covered too). On Linux, tunnels between
+// TCP and TCP or unix stream sockets are spliced, never copied through user
+// space. Every decision produces one Record (Config.Record):
 // method, host, port, the address dialled, the decision and its rule,
 // bytes each way and duration; a denial's Record.String is one line that
 // names the grant entry (Record.Hint, valid grant JSON) that would allow
