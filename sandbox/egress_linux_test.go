@@ -10,7 +10,9 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cordon-dev/cordon/egress"
 	"github.com/cordon-dev/cordon/grant"
@@ -83,6 +85,21 @@ func testServer(t *testing.T) *httptest.Server {
 func TestEgressEndToEnd(t *testing.T) {
 	srv := testServer(t)
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	// A host service on an abstract unix socket: network-namespace scoped,
+	// so the sandbox must not reach it even with egress on.
+	abstract := fmt.Sprintf("cordon-egress-test-%d", time.Now().UnixNano())
+	al, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer al.Close()
+	var accepted atomic.Bool
+	go func() {
+		if c, err := al.Accept(); err == nil {
+			accepted.Store(true)
+			c.Close()
+		}
+	}()
 	script := fmt.Sprintf(`
 curl -sSk https://allowed.test:%[1]d/; echo "allowed rc=$?"
 curl -sSk https://evil.test:%[1]d/ 2>&1; echo "evil rc=$?"
@@ -91,7 +108,17 @@ curl -sSk https://metadata.test:%[1]d/ 2>&1; echo "metadata rc=$?"
 curl -sSk --noproxy '*' https://allowed.test:%[1]d/ 2>&1; echo "no proxy rc=$?"
 curl -sSk --noproxy '*' https://127.0.0.1:%[1]d/ 2>&1; echo "direct rc=$?"
 python3 -c 'import socket; socket.getaddrinfo("allowed.test", 443)' 2>&1 | tail -n 1; echo "dns rc=$?"
-`, port, port+1)
+python3 -c '
+import socket
+for what, family, kind, addr in [("udp dns", socket.AF_INET, socket.SOCK_DGRAM, ("8.8.8.8", 53)),
+        ("abstract", socket.AF_UNIX, socket.SOCK_STREAM, "\0%[3]s")]:
+    s = socket.socket(family, kind)
+    try:
+        s.connect(addr); s.send(b"x"); print(what + ": CONNECTED")
+    except OSError as e:
+        print(what + ": " + type(e).__name__)
+'
+`, port, port+1, abstract)
 	r, records := egressRun(t, srv,
 		`{"host":"allowed.test","proto":"tcp","ports":[PORT,PORT]},{"cidr":"127.0.0.1/32","proto":"tcp","ports":[PORT,PORT]},{"host":"metadata.test","proto":"tcp","ports":[PORT,PORT]}`,
 		[]string{"sh", "-c", script})
@@ -109,6 +136,14 @@ python3 -c 'import socket; socket.getaddrinfo("allowed.test", 443)' 2>&1 | tail 
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	for _, want := range []string{"udp dns: OSError\n", "abstract: ConnectionRefusedError\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if accepted.Load() {
+		t.Errorf("the host's abstract socket accepted a connection from the sandbox")
 	}
 	if !strings.Contains(r.stdout, "socket.gaierror") {
 		t.Errorf("a name resolved inside:\n%s", r.stdout)
