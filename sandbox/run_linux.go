@@ -183,7 +183,7 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: insideGID, HostID: os.Getegid(), Size: 1}}
 	}
 	// On cgroup v1, init's thread joins the run's cgroup itself through
-	// files opened here (fds 6…), just before it forks the program: a
+	// files opened here (fds 7…), just before it forks the program: a
 	// thread that moves itself does not wait for the kernel's global
 	// thread-group lock. Elsewhere the parent moves init (Add, below).
 	joins, err := cg.JoinFiles()
@@ -197,7 +197,7 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 	}()
 	// Execute cordon through a descriptor: the sandbox's host uid may not
 	// traverse the directory the binary lives in. The descriptor is the
-	// last of init's (fd 6+len(joins)); it must be one of the files the
+	// last of init's (fd 7+len(joins)); it must be one of the files the
 	// child is given, or the child's dup2 of those could land on it.
 	self, err := os.Open("/proc/self/exe")
 	if err != nil {
@@ -254,7 +254,7 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		bridgeChild.Close()
 		wait := serveBridge(ctx, bridgeParent, s.Egress)
 		// Deferred before the kill of init below, so it runs after it:
-		// its exit closes the bridge and every relayed connection.
+		// init's exit closes the bridge, and with it the accept loop.
 		defer waitBounded(wait, 5*time.Second)
 	}
 	waited := false
