@@ -295,7 +295,7 @@ func VerifyAgainst(r io.Reader, want Head) (Head, error) {
 // refuses to extend a broken or torn one; it writes the line with one
 // write and syncs it before returning.
 func Append(path, typ string, body canon.Value) (Entry, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|flock.NoFollow, 0o600)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -340,7 +340,7 @@ type Writer struct {
 // Open locks the journal at path (creating it if needed), verifies it and
 // returns a Writer positioned at its head.
 func Open(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|flock.NoFollow, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +401,7 @@ func (w *Writer) Close() error { return w.f.Close() }
 // Repair removes a torn last line — and nothing else — from the journal at
 // path. It refuses a journal whose complete lines do not verify.
 func Repair(path string) (Head, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|flock.NoFollow, 0)
 	if err != nil {
 		return Head{}, err
 	}

@@ -10,3 +10,7 @@ func Lock(f *os.File) error { return lock(f) }
 
 // Unlock releases the lock on f.
 func Unlock(f *os.File) error { return unlock(f) }
+
+// NoFollow is the open flag that refuses a symbolic link at the last
+// component of a path (O_NOFOLLOW), or 0 where the system has none.
+const NoFollow = noFollow

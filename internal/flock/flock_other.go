@@ -14,3 +14,5 @@ func lock(f *os.File) error {
 }
 
 func unlock(f *os.File) error { return lock(f) }
+
+const noFollow = 0

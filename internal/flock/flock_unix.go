@@ -17,3 +17,5 @@ func lock(f *os.File) error {
 }
 
 func unlock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+const noFollow = syscall.O_NOFOLLOW
