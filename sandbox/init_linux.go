@@ -102,6 +102,12 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return 0, setupErr("close_range: %v", err)
 	}
+	// Init itself is not dumpable: its /proc entries (memory, fds, the
+	// status pipe) stay closed to the program whatever the uids. The
+	// program's own exec makes it dumpable again, for itself only.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return 0, setupErr("PR_SET_DUMPABLE: %v", err)
+	}
 	// Join the run's cgroup (v1): this thread only, so that the program
 	// forked from it is born there. The files close before it runs.
 	for i := 0; i < cfg.CgroupFiles; i++ {

@@ -23,9 +23,7 @@ func Probe(t tier.Tier) error {
 		return fmt.Errorf("%w: the sandbox provides S2 and S3, not %s", ErrUnavailable, t)
 	}
 	missing := probeOnce()
-	if t == tier.S3 && os.Geteuid() != 0 {
-		missing = append(missing, "per-tenant uid ranges (S3 needs cordon to run as root)")
-	}
+
 	if len(missing) == 0 {
 		return nil
 	}
@@ -33,7 +31,7 @@ func Probe(t tier.Tier) error {
 }
 
 // Offers returns the tiers this host can provide: S2 and S3 when every
-// facility is present (S3 also needs root), nothing otherwise.
+// facility is present and cordon runs as root, nothing otherwise.
 func Offers() []tier.Tier {
 	var out []tier.Tier
 	for _, t := range []tier.Tier{tier.S2, tier.S3} {
@@ -70,6 +68,9 @@ func probe() []string { return hostFacilities().missing() }
 // missing names every facility the sandbox needs that h lacks.
 func (h facilities) missing() []string {
 	var missing []string
+	if h.euid != 0 {
+		missing = append(missing, "root (only root can map the sandbox's host uid ranges, which keep init and the program apart)")
+	}
 	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
 		if err := h.stat("/proc/self/ns/" + ns); err != nil {
 			missing = append(missing, ns+" namespaces ("+err.Error()+")")
@@ -77,11 +78,6 @@ func (h facilities) missing() []string {
 	}
 	if b, err := h.readFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
 		missing = append(missing, "user namespaces (user.max_user_namespaces is 0)")
-	}
-	if h.euid != 0 {
-		if b, err := h.readFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
-			missing = append(missing, "unprivileged user namespaces (AppArmor restricts them: kernel.apparmor_restrict_unprivileged_userns=1)")
-		}
 	}
 	if err := h.seccomp(); err != nil {
 		missing = append(missing, "seccomp ("+err.Error()+")")

@@ -24,7 +24,7 @@ func TestProbeNamesEveryMissingFacility(t *testing.T) {
 	for _, want := range []string{
 		"user namespaces", "mnt namespaces", "pid namespaces", "net namespaces", "ipc namespaces",
 		"uts namespaces", "cgroup namespaces", "user.max_user_namespaces is 0", "seccomp", "Landlock",
-		"cgroups (missing controllers: memory, pids)", "procfs",
+		"cgroups (missing controllers: memory, pids)", "procfs", "root (only root",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing facilities do not name %q:\n%s", want, got)

@@ -49,16 +49,12 @@ func Run(ctx context.Context, s *Spec) (*Result, error) {
 	if s.Tier == tier.S2 {
 		tenant = singleTenant
 	}
-	var hostBase int
-	if os.Geteuid() == 0 {
-		ts, err := allocateTenant(s.StateDir, tenant)
-		if err != nil {
-			return nil, refusedf("tenant %q: %v", tenant, err)
-		}
-		hostBase = ts.base
-	} else if s.Tier == tier.S3 {
-		return nil, refusedf("S3 needs a host uid range per tenant, which only root can map; run cordon as root")
+	// Probe has required root: only root can map a range of host ids.
+	ts, err := allocateTenant(s.StateDir, tenant)
+	if err != nil {
+		return nil, refusedf("tenant %q: %v", tenant, err)
 	}
+	hostBase := ts.base
 
 	runID := newRunID()
 	cg, err := cgroup.New("cordon/"+tenant+"/"+runID, cgroup.Limits{
@@ -72,12 +68,7 @@ func Run(ctx context.Context, s *Spec) (*Result, error) {
 		_ = cg.Close()
 	}()
 
-	res := &Result{Tier: s.Tier, GrantsID: s.Grants.ID()}
-	if hostBase != 0 {
-		res.HostUID = hostBase + insideUID
-	} else {
-		res.HostUID = os.Geteuid()
-	}
+	res := &Result{Tier: s.Tier, GrantsID: s.Grants.ID(), HostUID: hostBase + insideUID}
 	// prepare decides the program and builds init's configuration; run
 	// calls it once init is starting, so that the two overlap.
 	prepare := func() (*initConfig, error) {
@@ -168,20 +159,12 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 		Setsid:    true,
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if hostBase != 0 {
-		// cordon is root: map the whole range, and become inside-root
-		// (host uid hostBase) with no supplementary groups.
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostBase, Size: rangeSize}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostBase, Size: rangeSize}}
-		attr.GidMappingsEnableSetgroups = true
-		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
-	} else {
-		// An unprivileged cordon can map only itself: it is the
-		// program's uid inside, and init holds capabilities only in
-		// the new user namespace.
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: insideUID, HostID: os.Geteuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: insideGID, HostID: os.Getegid(), Size: 1}}
-	}
+	// Map the tenant's whole range; init becomes inside-root (host uid
+	// hostBase) with no supplementary groups, the program uid 1000.
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostBase, Size: rangeSize}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostBase, Size: rangeSize}}
+	attr.GidMappingsEnableSetgroups = true
+	attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
 	// On cgroup v1, init's thread joins the run's cgroup itself through
 	// files opened here (fds 7…), just before it forks the program: a
 	// thread that moves itself does not wait for the kernel's global
@@ -358,11 +341,7 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 			}
 			return nil
 		}
-		if hostBase != 0 {
-			err = asOwner(hostBase+insideUID, hostBase+insideGID, stageIn)
-		} else {
-			err = stageIn()
-		}
+		err = asOwner(hostBase+insideUID, hostBase+insideGID, stageIn)
 		if err != nil {
 			return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: staging inputs: %w", ErrRefused, err)}
 		}

@@ -120,5 +120,24 @@ func checkStateDir(dir string) error {
 	if int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
 		return fmt.Errorf("state directory %s: must be owned by uid %d and writable by nobody else (mode %o, owner %d)", dir, os.Geteuid(), st.Mode&0o777, st.Uid)
 	}
-	return nil
+	// No one else may be able to swap the directory, or one of its
+	// parents, for another: every parent is a real directory owned by
+	// root or by us, and writable by nobody else unless it is sticky
+	// (then only its owner can rename what it holds, as in /tmp).
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		if err := unix.Lstat(p, &st); err != nil {
+			return fmt.Errorf("state directory %s: %s: %w", dir, p, err)
+		}
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return fmt.Errorf("state directory %s: %s is not a directory (a symbolic link?); give a path without links", dir, p)
+		case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+			return fmt.Errorf("state directory %s: its parent %s belongs to uid %d", dir, p, st.Uid)
+		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+			return fmt.Errorf("state directory %s: its parent %s is writable by others (mode %o)", dir, p, st.Mode&0o7777)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }

@@ -71,6 +71,24 @@ func TestTenantStateRefusals(t *testing.T) {
 	if _, err := allocateTenant(loose, "alpha"); err == nil || !strings.Contains(err.Error(), "writable by nobody else") {
 		t.Errorf("loose state dir: %v", err)
 	}
+	// A state directory whose parent others can write could be swapped.
+	parent := t.TempDir()
+	if err := os.Chmod(parent, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	inner := filepath.Join(parent, "state")
+	if err := os.Mkdir(inner, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := allocateTenant(inner, "alpha"); err == nil || !strings.Contains(err.Error(), "is writable by others") {
+		t.Errorf("state dir under a world-writable parent: %v", err)
+	}
+	if err := os.Chmod(parent, 0o777|os.ModeSticky); err != nil { // like /tmp: allowed
+		t.Fatal(err)
+	}
+	if _, err := allocateTenant(inner, "alpha"); err != nil {
+		t.Errorf("state dir under a sticky parent: %v", err)
+	}
 	if _, err := allocateTenant("relative", "alpha"); err == nil {
 		t.Errorf("relative state dir accepted")
 	}

@@ -176,7 +176,12 @@ func runExec(e *env, args []string) error {
 	if res.OOMKills > 0 {
 		fmt.Fprintf(e.stderr, "cordon: note: exec: the run hit its memory limit of %d bytes (%d OOM kills)\n", limits.MemoryBytes, res.OOMKills)
 	}
-	if res.OutputsErr != nil {
+	switch {
+	case res.OutputsErr != nil && len(res.Outputs) > 0:
+		// stage.Out put every output in place but could not remove an
+		// old copy it had moved aside.
+		fmt.Fprintf(e.stderr, "cordon: error: exec: the outputs are in place, but cleaning up after them failed: %s\n", oneLine(res.OutputsErr.Error()))
+	case res.OutputsErr != nil:
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
 	}
 	if *stats {
