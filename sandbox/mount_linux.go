@@ -259,6 +259,21 @@ func mountScratch(cfg *initConfig) error {
 // alike (mmap with PROT_EXEC fails on a noexec mount), whatever it is
 // called or linked as.
 func noexecProgramDirs(cfg *initConfig) error {
+	// First each allowed file onto itself, beneath the read-only runtime
+	// bind: a bind mount takes its source mount's flags, so it is
+	// already read-only, nosuid and nodev, and executable.
+	for _, f := range cfg.ExecFiles {
+		if !inAny(f, cfg.NoExecDirs) {
+			continue
+		}
+		dst := under(f)
+		if err := unix.Mount(dst, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	// Then each program directory onto itself, recursively so that the
+	// file mounts come along with their own flags, and only this new top
+	// mount made noexec.
 	for _, d := range cfg.NoExecDirs {
 		dst := under(d)
 		if err := unix.Mount(dst, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -266,20 +281,6 @@ func noexecProgramDirs(cfg *initConfig) error {
 		}
 		if err := remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
 			return fmt.Errorf("%s: %w", d, err)
-		}
-	}
-	for _, f := range cfg.ExecFiles {
-		if !inAny(f, cfg.NoExecDirs) {
-			continue
-		}
-		// Bind from the host's path: the copy under the new root is
-		// now on a noexec mount.
-		dst := under(f)
-		if err := unix.Mount(f, dst, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if err := remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
 	return nil
