@@ -48,8 +48,14 @@ type move struct {
 
 // plan holds what Out prepared in the workspace before it commits.
 type plan struct {
-	ws    int
-	b     budget
+	ws int
+	b  budget
+	// owner is who gets what Out creates, when this process may give
+	// files away (it runs as root): the workspace's owner, or a replaced
+	// file's owner. Otherwise chown is false and files stay this
+	// process's.
+	owner struct{ uid, gid int }
+	chown bool
 	dirs  map[string]wsDir
 	made  []made
 	moves []move
@@ -67,6 +73,14 @@ func out(staging, workspace *os.File, outputs []string, lim Limits) ([]File, err
 		return nil, err
 	}
 	pl := &plan{ws: ws, b: budget{lim: lim}, dirs: map[string]wsDir{}}
+	if os.Geteuid() == 0 {
+		var wst unix.Stat_t
+		if err := unix.Fstat(ws, &wst); err != nil {
+			return nil, &PathError{Path: ".", Reason: "stat the workspace", Err: err}
+		}
+		pl.chown = true
+		pl.owner.uid, pl.owner.gid = int(wst.Uid), int(wst.Gid)
+	}
 	defer pl.close()
 	for _, p := range outputs {
 		src, st, err := openSource(root, p, p, "staging")
@@ -134,6 +148,10 @@ func (pl *plan) dir(d string) (wsDir, error) {
 			return wsDir{}, &PathError{Path: d, Reason: "create directory in the workspace", Err: err}
 		}
 		pl.made = append(pl.made, made{dir: up.fd, name: name, rmdir: true})
+		if err := pl.giveAway(fd, d); err != nil {
+			unix.Close(fd)
+			return wsDir{}, err
+		}
 		wd = wsDir{fd: fd, fresh: true}
 	} else {
 		fd, err := openat2(up.fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -172,12 +190,29 @@ func createTemp[T any](create func(name string) (T, error)) (string, T, error) {
 	return "", zero, unix.EEXIST
 }
 
+// giveAway gives the directory fd, created for the workspace directory d,
+// to the workspace's owner when this process runs as root.
+func (pl *plan) giveAway(fd int, d string) error {
+	if !pl.chown {
+		return nil
+	}
+	if err := unix.Fchown(fd, pl.owner.uid, pl.owner.gid); err != nil {
+		return &PathError{Path: d, Reason: "chown in the workspace", Err: err}
+	}
+	return nil
+}
+
 // tempDir creates a temporary directory in dir, for the workspace
 // directory d.
 func (pl *plan) tempDir(dir int, d string) (string, int, error) {
 	name, fd, err := createTemp(func(name string) (int, error) { return mkdirOpen(dir, name, 0o755) })
 	if err != nil {
 		return "", -1, &PathError{Path: d, Reason: "create directory in the workspace", Err: err}
+	}
+	if err := pl.giveAway(fd, d); err != nil {
+		unix.Close(fd)
+		unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
+		return "", -1, err
 	}
 	pl.made = append(pl.made, made{dir: dir, name: name, rmdir: true})
 	return name, fd, nil
@@ -192,6 +227,7 @@ func (pl *plan) file(src *os.File, st *unix.Stat_t, p string) error {
 	}
 	name := path.Base(p)
 	perm := uint32(0o644)
+	uid, gid := pl.owner.uid, pl.owner.gid
 	exists := false
 	if !wd.fresh {
 		old, err := lstatAt(wd.fd, name)
@@ -203,6 +239,7 @@ func (pl *plan) file(src *os.File, st *unix.Stat_t, p string) error {
 			switch old.Mode & unix.S_IFMT {
 			case unix.S_IFREG:
 				perm = old.Mode & 0o777
+				uid, gid = int(old.Uid), int(old.Gid)
 			case unix.S_IFLNK:
 				// Replaced by the rename, never followed.
 			default:
@@ -227,6 +264,11 @@ func (pl *plan) file(src *os.File, st *unix.Stat_t, p string) error {
 	if err == nil {
 		if cerr := unix.Fchmod(int(dst.Fd()), perm); cerr != nil {
 			err = &PathError{Path: p, Reason: "chmod in the workspace", Err: cerr}
+		}
+	}
+	if err == nil && pl.chown {
+		if cerr := unix.Fchown(int(dst.Fd()), uid, gid); cerr != nil {
+			err = &PathError{Path: p, Reason: "chown in the workspace", Err: cerr}
 		}
 	}
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
@@ -442,5 +443,39 @@ func TestOutDepth(t *testing.T) {
 	// One level less is fine.
 	if _, err := copyOut(t, st, ws, []string{"d/d"}, DefaultLimits()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOutGivesFilesToTheWorkspaceOwner: run as root, Out gives what it
+// creates to the workspace's owner and keeps a replaced file's owner,
+// rather than leaving root-owned files in a user's workspace.
+func TestOutGivesFilesToTheWorkspaceOwner(t *testing.T) {
+	needRoot(t)
+	st, ws := t.TempDir(), t.TempDir()
+	write(t, st, "new.txt", "n")
+	write(t, st, "dir/sub/f", "f")
+	write(t, st, "old.txt", "replaced")
+	write(t, ws, "old.txt", "original")
+	if err := os.Chown(ws, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(ws, "old.txt"), 5151, 5252); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := copyOut(t, st, ws, []string{"new.txt", "dir/sub/f", "old.txt"}, DefaultLimits()); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][2]uint32{
+		"new.txt": {4242, 4343}, "dir": {4242, 4343}, "dir/sub": {4242, 4343}, "dir/sub/f": {4242, 4343},
+		"old.txt": {5151, 5252},
+	} {
+		fi, err := os.Lstat(filepath.Join(ws, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys := fi.Sys().(*syscall.Stat_t)
+		if sys.Uid != want[0] || sys.Gid != want[1] {
+			t.Errorf("%s is owned by %d:%d, want %d:%d", name, sys.Uid, sys.Gid, want[0], want[1])
+		}
 	}
 }
