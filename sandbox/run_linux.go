@@ -77,6 +77,11 @@ func Run(ctx context.Context, s *Spec) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.Decided != nil {
+			if err := s.Decided(plan.program.Decision); err != nil {
+				return nil, refusedf("recording the exec decision: %v", err)
+			}
+		}
 		env, err := buildEnv(enf, s.Env)
 		if err != nil {
 			return nil, err

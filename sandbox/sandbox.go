@@ -119,6 +119,10 @@ type Spec struct {
 	// HTTP_PROXY and its relatives name. Without egress rules the run has
 	// no network at all and Egress is not used.
 	Egress Egress
+	// Decided, if not nil, is called with the program's exec decision
+	// (an allowance) before the program starts; an error refuses the run,
+	// so a caller that must record the decision never runs unrecorded.
+	Decided func(grant.Decision) error
 	// Limits bound the run.
 	Limits Limits
 	// Stdin, Stdout and Stderr are the program's standard streams; nil

@@ -167,3 +167,25 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestDecidedRecordsBeforeTheRun: the exec decision reaches Decided
+// before the program runs, and a Decided that fails (a journal that
+// cannot be written) refuses the run.
+func TestDecidedRecordsBeforeTheRun(t *testing.T) {
+	var got []grant.Decision
+	r := sandboxed(t, []string{"sh", "-c", "echo ran > out.txt"}, withOutputs("out.txt"),
+		func(s *Spec) { s.Decided = func(d grant.Decision) error { got = append(got, d); return nil } })
+	r.mustExit(t, 0)
+	if len(got) != 1 || !got[0].Allow || got[0].Query.Path != "/usr/bin/sh" {
+		t.Fatalf("decisions %+v", got)
+	}
+	r = sandboxed(t, []string{"sh", "-c", "echo ran > out.txt"}, withOutputs("out.txt"),
+		func(s *Spec) { s.Decided = func(grant.Decision) error { return errors.New("disk full") } })
+	var ee *ExitError
+	if !errors.As(r.err, &ee) || ee.Code != ExitRefused || !strings.Contains(r.err.Error(), "disk full") {
+		t.Fatalf("a failed Decided: %v", r.err)
+	}
+	if _, err := os.Stat(filepath.Join(r.ws, "out.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the program ran although its decision was not recorded: %v", err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/cordon-dev/cordon/egress"
 	"github.com/cordon-dev/cordon/energy"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
@@ -63,7 +64,7 @@ func runExec(e *env, args []string) error {
 	receiptFile := fs.String("receipt", "", "write a signed receipt here (needs --key or $CORDON_KEY)")
 	keyFile := fs.String("key", "", "the steward key that signs the receipt (default: $CORDON_KEY)")
 	tenant := fs.String("tenant", "", "the tenant of a multi-tenant (S3) run")
-	journalFile := fs.String("journal", "", "append every egress decision to this journal (JSON lines, hash-chained)")
+	journalFile := fs.String("journal", "", "append the run's decisions (exec, every egress request) and its outcome to this journal (JSON lines, hash-chained)")
 	stats := fs.Bool("stats", false, "print the run's exit status, wall time, CPU time and peak memory to stderr")
 	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
 	fs.SetOutput(discard{})
@@ -154,8 +155,9 @@ func runExec(e *env, args []string) error {
 			return refuse(fmt.Errorf("exec: egress proxy: %w", err))
 		}
 		spec.Egress = proxy
-	} else if *journalFile != "" {
-		return &usageError{msg: "exec: --journal records egress decisions, and the grant set has no egress rules"}
+	}
+	if *journalFile != "" {
+		spec.Decided = func(d grant.Decision) error { return appendJournal(*journalFile, "decision", d.Record()) }
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -197,8 +199,16 @@ func runExec(e *env, args []string) error {
 			return refuse(fmt.Errorf("exec: egress decisions were not all recorded: %w", err))
 		}
 	}
+	journalRoot := ""
+	if *journalFile != "" {
+		id, err := appendRun(*journalFile, res)
+		if err != nil {
+			return refuse(fmt.Errorf("exec: journal: %w", err))
+		}
+		journalRoot = id.String()
+	}
 	if key != nil {
-		if err := writeExecReceipt(key, *receiptFile, argv, res); err != nil {
+		if err := writeExecReceipt(key, *receiptFile, argv, res, journalRoot); err != nil {
 			return refuse(fmt.Errorf("exec: receipt: %w", err))
 		}
 	}
@@ -303,7 +313,62 @@ func execUnit(argv []string, res *sandbox.Result) ([]byte, error) {
 	return canon.JCS([]byte(b.String()))
 }
 
-func writeExecReceipt(k *sign.PrivateKey, file string, argv []string, res *sandbox.Result) error {
+// appendJournal appends one entry whose body is the JSON document b.
+func appendJournal(file, typ string, b []byte) error {
+	v, err := canon.Parse(b)
+	if err != nil {
+		return err
+	}
+	_, err = journal.Append(file, typ, v)
+	return err
+}
+
+// runRecord is the journal body of a run's outcome, its last entry.
+type runRecord struct {
+	Type            string            `json:"type"`
+	Tier            string            `json:"tier"`
+	Grants          string            `json:"grants"`
+	Program         map[string]string `json:"program"`
+	Exit            int               `json:"exit"`
+	TimedOut        bool              `json:"timed_out"`
+	Outputs         map[string]string `json:"outputs"`
+	OutputsError    string            `json:"outputs_error,omitempty"`
+	CPUNS           int64             `json:"cpu_ns"`
+	WallUS          int64             `json:"wall_us"`
+	PeakMemoryBytes int64             `json:"peak_memory_bytes"`
+}
+
+// appendRun records the run's outcome and returns its entry's id, the
+// journal root a receipt binds to.
+func appendRun(file string, res *sandbox.Result) (canon.ID, error) {
+	rec := runRecord{
+		Type: "cordon.run.v1", Tier: res.Tier.String(), Grants: res.GrantsID.String(),
+		Program: map[string]string{"path": res.Program.Path, "b3": res.Program.B3.String()},
+		Exit:    res.ExitCode, TimedOut: res.TimedOut, Outputs: map[string]string{},
+		CPUNS: res.CPUNanos, WallUS: res.Wall().Microseconds(), PeakMemoryBytes: res.PeakMemoryBytes,
+	}
+	for _, f := range res.Outputs {
+		rec.Outputs[f.Path] = f.ID.String()
+	}
+	if res.OutputsErr != nil {
+		rec.OutputsError = oneLine(res.OutputsErr.Error())
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return canon.ID{}, err
+	}
+	v, err := canon.Parse(b)
+	if err != nil {
+		return canon.ID{}, err
+	}
+	e, err := journal.Append(file, "run", v)
+	if err != nil {
+		return canon.ID{}, err
+	}
+	return e.ID(), nil
+}
+
+func writeExecReceipt(k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, journalRoot string) error {
 	unit, err := execUnit(argv, res)
 	if err != nil {
 		return err
@@ -322,7 +387,8 @@ func writeExecReceipt(k *sign.PrivateKey, file string, argv []string, res *sandb
 	rc := &receipt.Core{
 		Type: receipt.Type, Unit: canon.Sum(unit).String(), Grants: res.GrantsID.String(), Tier: res.Tier.String(),
 		StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()), Exit: code, Outputs: outs,
-		Devices: []receipt.Device{{Class: "cpu", Provenance: receipt.Estimator, EstimatedUJ: est, BusyNS: busy}},
+		Devices:     []receipt.Device{{Class: "cpu", Provenance: receipt.Estimator, EstimatedUJ: est, BusyNS: busy}},
+		JournalRoot: journalRoot,
 	}
 	rc.Finish()
 	env, _, err := receipt.Seal(k, rc)
