@@ -1,0 +1,330 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// checkJSON reports whether b is one valid UTF-8 JSON value with no
+// duplicate object keys (which different parsers resolve differently).
+func checkJSON(b []byte) error {
+	if !utf8.Valid(b) {
+		return errors.New("invalid UTF-8")
+	}
+	if !json.Valid(b) {
+		return errors.New("invalid JSON")
+	}
+	type frame struct {
+		obj       bool
+		expectKey bool
+		keys      map[string]bool
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if top != nil && top.obj && top.expectKey {
+			k, _ := tok.(string)
+			if top.keys[k] {
+				return fmt.Errorf("duplicate key %s", short(k))
+			}
+			top.keys[k] = true
+			top.expectKey = false
+			continue
+		}
+		if top != nil && top.obj {
+			top.expectKey = true
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, expectKey: true, keys: map[string]bool{}})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		}
+	}
+}
+
+// checkObject reports whether b is a JSON object as checkJSON requires.
+func checkObject(b []byte) error {
+	if err := checkJSON(b); err != nil {
+		return err
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	return nil
+}
+
+// client is the HTTP machinery shared by the providers.
+type client struct {
+	name       string
+	endpoint   string
+	key        string // never logged, never in an error
+	setHeaders func(h http.Header, key string)
+	idHeader   string
+	errorText  func(body []byte) (typ, msg string)
+	hc         *http.Client
+	timeout    time.Duration
+	maxRetries int
+	backoff    time.Duration
+	maxBytes   int64
+}
+
+
+func newClient(name string, cfg Config, defaultBase, path, defaultKeyEnv string) (*client, error) {
+	c := &client{
+		name:       name,
+		timeout:    cfg.Timeout,
+		maxRetries: cfg.MaxRetries,
+		backoff:    cfg.Backoff,
+		maxBytes:   cfg.MaxResponseBytes,
+	}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.maxRetries == 0 {
+		c.maxRetries = DefaultMaxRetries
+	} else if c.maxRetries < 0 {
+		c.maxRetries = 0
+	}
+	if c.backoff == 0 {
+		c.backoff = DefaultBackoff
+	}
+	if c.maxBytes == 0 {
+		c.maxBytes = DefaultMaxResponseBytes
+	}
+	if c.timeout < 0 || c.backoff < 0 || c.maxBytes < 0 {
+		return nil, fmt.Errorf("%s: config: negative timeout, backoff or size", name)
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = defaultBase
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, fmt.Errorf("%s: config: base URL %s: %v", name, short(base), err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return nil, fmt.Errorf("%s: config: base URL %s: want http(s)://host[/path] without user info, query or fragment", name, short(base))
+	}
+	c.endpoint = strings.TrimRight(u.String(), "/") + path
+	keyEnv := cfg.KeyEnv
+	if keyEnv == "" {
+		keyEnv = defaultKeyEnv
+	}
+	if keyEnv != "" {
+		lookup := cfg.LookupEnv
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		k, ok := lookup(keyEnv)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s: config: $%s: %w", name, keyEnv, ErrNoKey)
+		}
+		if strings.ContainsAny(k, "\r\n\x00") {
+			return nil, fmt.Errorf("%s: config: $%s: key has control characters", name, keyEnv)
+		}
+		if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+			return nil, fmt.Errorf("%s: config: refusing to send the key over plain http to %s", name, short(u.Host))
+		}
+		c.key = k
+	}
+	var hc http.Client
+	if cfg.HTTPClient != nil {
+		hc = *cfg.HTTPClient
+	} else {
+		hc.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.hc = &hc
+	return c, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// post sends body and returns the 2xx response body, retrying as the
+// package doc describes. Errors are redacted.
+func (c *client) post(ctx context.Context, body []byte) (resp []byte, reqID string, attempts int, err error) {
+	for attempt := 0; ; attempt++ {
+		var retryAfter time.Duration
+		var retryable bool
+		resp, reqID, retryAfter, retryable, err = c.once(ctx, body)
+		if err == nil {
+			return resp, reqID, attempt + 1, nil
+		}
+		if ctx.Err() != nil {
+			return nil, "", attempt + 1, c.redact(fmt.Errorf("%s: %w (last error: %v)", c.name, ctx.Err(), err))
+		}
+		if !retryable || attempt >= c.maxRetries {
+			if attempt > 0 {
+				err = fmt.Errorf("%s: giving up after %d attempts: %w", c.name, attempt+1, err)
+			}
+			return nil, "", attempt + 1, c.redact(err)
+		}
+		wait := MaxWait
+		if attempt < 30 && c.backoff<<attempt < MaxWait {
+			wait = c.backoff << attempt
+		}
+		if retryAfter > wait {
+			wait = min(retryAfter, MaxWait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, "", attempt + 1, c.redact(fmt.Errorf("%s: %w (last error: %v)", c.name, ctx.Err(), err))
+		case <-t.C:
+		}
+	}
+}
+
+func (c *client) once(ctx context.Context, body []byte) (resp []byte, reqID string, retryAfter time.Duration, retryable bool, err error) {
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, "", 0, false, fmt.Errorf("%s: %v", c.name, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	c.setHeaders(req.Header, c.key)
+	r, err := c.hc.Do(req)
+	if err != nil {
+		return nil, "", 0, true, fmt.Errorf("%s: %w", c.name, err)
+	}
+	defer r.Body.Close()
+	reqID = sanitizeID(r.Header.Get(c.idHeader))
+	b, err := io.ReadAll(io.LimitReader(r.Body, c.maxBytes+1))
+	if int64(len(b)) > c.maxBytes {
+		return nil, reqID, 0, false, fmt.Errorf("%s: HTTP %d: body over %d bytes: %w", c.name, r.StatusCode, c.maxBytes, ErrTooLarge)
+	}
+	if err != nil {
+		return nil, reqID, 0, true, fmt.Errorf("%s: HTTP %d: reading body: %w", c.name, r.StatusCode, err)
+	}
+	if r.StatusCode >= 200 && r.StatusCode < 300 {
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			return nil, reqID, 0, false, fmt.Errorf("%s: HTTP %d: content type %s: %w", c.name, r.StatusCode, short(r.Header.Get("Content-Type")), ErrMalformed)
+		}
+		return b, reqID, 0, false, nil
+	}
+	he := &HTTPError{Provider: c.name, Status: r.StatusCode, RequestID: reqID}
+	switch r.StatusCode {
+	case 429, 500, 502, 503, 504, 529:
+		he.Retryable = true
+	}
+	if typ, msg := c.errorText(b); msg != "" || typ != "" {
+		he.Type, he.Message = c.clean(typ, 64), c.clean(msg, 300)
+	} else {
+		he.Message = c.clean(string(b), 200)
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(r.Header.Get("Retry-After"))); err == nil && s > 0 {
+		retryAfter = time.Duration(min(s, int(MaxWait/time.Second))) * time.Second
+	}
+	return nil, reqID, retryAfter, he.Retryable, he
+}
+
+// clean redacts the key from s, then keeps at most n bytes of printable text.
+func (c *client) clean(s string, n int) string {
+	if c.key != "" {
+		s = strings.ReplaceAll(s, c.key, "[REDACTED]")
+	}
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, " "))
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return s
+}
+
+func sanitizeID(s string) string {
+	if len(s) > 128 {
+		s = s[:128]
+	}
+	return strings.Map(func(r rune) rune {
+		if r <= 0x20 || r >= 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// redactedError replaces an error whose text held the key. It unwraps only
+// to the package's sentinels and context errors the original matched, so no
+// caller can reach the unredacted text.
+type redactedError struct {
+	msg   string
+	kinds []error
+}
+
+func (e *redactedError) Error() string   { return e.msg }
+func (e *redactedError) Unwrap() []error { return e.kinds }
+
+func (c *client) redact(err error) error {
+	if err == nil || c.key == "" || !strings.Contains(err.Error(), c.key) {
+		return err
+	}
+	r := &redactedError{msg: strings.ReplaceAll(err.Error(), c.key, "[REDACTED]")}
+	for _, k := range []error{ErrMalformed, ErrTooLarge, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, k) {
+			r.kinds = append(r.kinds, k)
+		}
+	}
+	return r
+}
+
+// jsonErrorText extracts {"error":{"type":..,"message":..}}, the error shape
+// of both APIs.
+func jsonErrorText(b []byte) (typ, msg string) {
+	var e struct {
+		Error struct {
+			Type    any `json:"type"`
+			Message any `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil {
+		return "", ""
+	}
+	t, _ := e.Error.Type.(string)
+	m, _ := e.Error.Message.(string)
+	return t, m
+}
