@@ -98,7 +98,6 @@ type client struct {
 	maxBytes   int64
 }
 
-
 func newClient(name string, cfg Config, defaultBase, path, defaultKeyEnv string) (*client, error) {
 	c := &client{
 		name:       name,
