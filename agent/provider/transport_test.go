@@ -1,0 +1,318 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// providers builds each HTTP provider against url with cfg edited by edit,
+// paired with a 200 body in its wire format.
+func providers(t *testing.T, url string, edit func(*Config)) map[string]Provider {
+	t.Helper()
+	cfg := testConfig(url)
+	if edit != nil {
+		edit(&cfg)
+	}
+	a, err := NewAnthropic(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := NewOpenAI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]Provider{"anthropic": a, "openai": o}
+}
+
+var okBody = map[string]string{"anthropic": anthropicText, "openai": openAIText}
+
+func hello() Request {
+	return Request{Messages: []Message{{Role: "user", Content: []Block{{Type: "text", Text: "hi"}}}}}
+}
+
+func TestRetryAfter429ThenSuccess(t *testing.T) {
+	for _, name := range []string{"anthropic", "openai"} {
+		t.Run(name, func(t *testing.T) {
+			limited := func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "1")
+				reply(429, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`)(w, r)
+			}
+			f := newFake(t, limited, reply(200, okBody[name]))
+			p := providers(t, f.URL, nil)[name]
+			start := time.Now()
+			resp, err := p.Complete(context.Background(), hello())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Attempts != 2 || len(f.requests()) != 2 {
+				t.Errorf("attempts = %d, server saw %d; want 2", resp.Attempts, len(f.requests()))
+			}
+			if d := time.Since(start); d < time.Second {
+				t.Errorf("retried after %v, want Retry-After's 1s honored", d)
+			}
+		})
+	}
+}
+
+func TestRetryGivesUp(t *testing.T) {
+	for _, status := range []int{500, 502, 503, 504, 529} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			f := newFake(t, reply(status, `{"type":"error","error":{"type":"overloaded_error","message":"busy"}}`))
+			p := providers(t, f.URL, func(c *Config) { c.MaxRetries = 2 })["anthropic"]
+			_, err := p.Complete(context.Background(), hello())
+			var he *HTTPError
+			if !errors.As(err, &he) || he.Status != status || he.Message != "busy" || he.Type != "overloaded_error" {
+				t.Fatalf("Complete = %v, want HTTPError %d", err, status)
+			}
+			if n := len(f.requests()); n != 3 {
+				t.Errorf("server saw %d attempts, want 3", n)
+			}
+		})
+	}
+}
+
+func TestNoRetryOn4xx(t *testing.T) {
+	for _, status := range []int{400, 401, 403, 404, 413, 422} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			f := newFake(t, reply(status, `{"error":{"message":"no"}}`))
+			p := providers(t, f.URL, func(c *Config) { c.MaxRetries = 5 })["openai"]
+			_, err := p.Complete(context.Background(), hello())
+			var he *HTTPError
+			if !errors.As(err, &he) || he.Status != status || he.Retryable {
+				t.Fatalf("Complete = %v, want HTTPError %d", err, status)
+			}
+			if n := len(f.requests()); n != 1 {
+				t.Errorf("server saw %d attempts, want 1", n)
+			}
+		})
+	}
+}
+
+func TestSlowServerTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	for name, p := range providers(t, f.URL, func(c *Config) { c.Timeout = 50 * time.Millisecond; c.MaxRetries = 1 }) {
+		start := time.Now()
+		_, err := p.Complete(context.Background(), hello())
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: Complete = %v, want DeadlineExceeded", name, err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: took %v", name, d)
+		}
+	}
+	if n := len(f.requests()); n != 4 {
+		t.Errorf("server saw %d attempts, want 2 per provider", n)
+	}
+}
+
+func TestSlowBodyTimesOut(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"type":"message",`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	p := providers(t, f.URL, func(c *Config) { c.Timeout = 50 * time.Millisecond; c.MaxRetries = -1 })["anthropic"]
+	if _, err := p.Complete(context.Background(), hello()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Complete = %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestContextCancel(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	p := providers(t, f.URL, nil)["openai"]
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := p.Complete(ctx, hello()); !errors.Is(err, context.Canceled) {
+		t.Errorf("Complete = %v, want Canceled", err)
+	}
+	// Cancel during a backoff wait, too.
+	f2 := newFake(t, reply(503, `{}`))
+	p = providers(t, f2.URL, func(c *Config) { c.Backoff = time.Hour })["openai"]
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := p.Complete(ctx, hello()); !errors.Is(err, context.Canceled) {
+		t.Errorf("Complete in backoff = %v, want Canceled", err)
+	}
+}
+
+func TestRedirectRefused(t *testing.T) {
+	other := newFake(t, reply(200, anthropicText))
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	})
+	for name, p := range providers(t, f.URL, nil) {
+		_, err := p.Complete(context.Background(), hello())
+		var he *HTTPError
+		if !errors.As(err, &he) || he.Status != http.StatusTemporaryRedirect {
+			t.Errorf("%s: Complete = %v, want refused redirect", name, err)
+		}
+	}
+	if n := len(other.requests()); n != 0 {
+		t.Errorf("redirect target got %d requests, want 0", n)
+	}
+}
+
+func TestKeyNeverInErrors(t *testing.T) {
+	// Each handler reflects the key back in a different place.
+	echo := func(status int, wrap func(h string) string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			var sb strings.Builder
+			r.Header.Write(&sb)
+			reply(status, wrap(sb.String()))(w, r)
+		}
+	}
+	key := func(r *http.Request) string {
+		if k := r.Header.Get("x-api-key"); k != "" {
+			return k
+		}
+		return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	for _, tc := range []struct {
+		name string
+		h    http.HandlerFunc
+	}{
+		{"raw headers in 400", echo(400, func(h string) string { return h })},
+		{"headers in error message", echo(401, func(h string) string {
+			return fmt.Sprintf(`{"error":{"type":%q,"message":%q}}`, h, h)
+		})},
+		{"headers in 503 until give up", echo(503, func(h string) string { return h })},
+		{"key as block type", func(w http.ResponseWriter, r *http.Request) {
+			reply(200, `{"type":"message","role":"assistant","content":[{"type":"`+key(r)+`"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1},
+			"object":"chat.completion","choices":[{"message":{"role":"assistant","content":"x"},"finish_reason":"`+key(r)+`"}]}`)(w, r)
+		}},
+		{"key as duplicate key", func(w http.ResponseWriter, r *http.Request) {
+			reply(200, `{"`+key(r)+`":1,"`+key(r)+`":2}`)(w, r)
+		}},
+		{"key as content type", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/"+key(r))
+			io.WriteString(w, "{}")
+		}},
+		{"key as request id", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("request-id", key(r))
+			w.Header().Set("x-request-id", key(r))
+			reply(200, `{"bad":true}`)(w, r)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, tc.h)
+			for name, p := range providers(t, f.URL, func(c *Config) { c.MaxRetries = 1 }) {
+				resp, err := p.Complete(context.Background(), hello())
+				if err == nil {
+					t.Fatalf("%s: Complete succeeded: %+v", name, resp)
+				}
+				if strings.Contains(err.Error(), testKey) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), testKey) {
+					t.Errorf("%s: error holds the key: %v", name, err)
+				}
+				for e := err; e != nil; e = errors.Unwrap(e) {
+					if strings.Contains(e.Error(), testKey) {
+						t.Errorf("%s: wrapped error holds the key: %v", name, e)
+					}
+				}
+				var he *HTTPError
+				if errors.As(err, &he) && strings.Contains(fmt.Sprintf("%+v", *he), testKey) {
+					t.Errorf("%s: HTTPError holds the key", name)
+				}
+			}
+			for _, r := range f.requests() {
+				if strings.Contains(string(r.Body), testKey) {
+					t.Errorf("request body holds the key")
+				}
+			}
+		})
+	}
+}
+
+func TestHostileBodies(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		h       http.HandlerFunc
+		want    error
+		retried bool
+	}{
+		{"huge body", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"pad":"`+strings.Repeat("A", 4096)+`"}`)
+		}, ErrTooLarge, false},
+		{"huge error body", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(500)
+			io.WriteString(w, strings.Repeat("A", 4096))
+		}, ErrTooLarge, false},
+		{"wrong content type", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, anthropicText)
+		}, ErrMalformed, false},
+		{"no content type", func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["Content-Type"] = nil
+			io.WriteString(w, anthropicText)
+		}, ErrMalformed, false},
+		{"non-JSON 200", reply(200, `<html>hello</html>`), ErrMalformed, false},
+		{"malformed JSON", reply(200, `{"type":"message","content":[`), ErrMalformed, false},
+		{"truncated body", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", "1000")
+			io.WriteString(w, `{"type":"message"`)
+		}, io.ErrUnexpectedEOF, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, tc.h)
+			for name, p := range providers(t, f.URL, func(c *Config) { c.MaxResponseBytes = 1024; c.MaxRetries = 1 }) {
+				if _, err := p.Complete(context.Background(), hello()); !errors.Is(err, tc.want) {
+					t.Errorf("%s: Complete = %v, want %v", name, err, tc.want)
+				}
+			}
+			want := 2
+			if tc.retried {
+				want = 4
+			}
+			if n := len(f.requests()); n != want {
+				t.Errorf("server saw %d requests, want %d", n, want)
+			}
+		})
+	}
+}
+
+func TestConfigChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want error
+	}{
+		{"unset key", Config{KeyEnv: "NOPE", LookupEnv: testEnv}, ErrNoKey},
+		{"default anthropic key unset", Config{LookupEnv: testEnv}, ErrNoKey},
+		{"key over plain http", Config{BaseURL: "http://example.com", KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
+		{"user info", Config{BaseURL: "https://u:p@example.com", KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
+		{"query", Config{BaseURL: "https://example.com?x=1", KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
+		{"scheme", Config{BaseURL: "file:///tmp", KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
+		{"negative timeout", Config{Timeout: -1, KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewAnthropic(tc.cfg)
+			if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
+				t.Errorf("NewAnthropic = %v, want error %v", err, tc.want)
+			}
+			if err != nil && strings.Contains(err.Error(), testKey) {
+				t.Errorf("error holds the key: %v", err)
+			}
+		})
+	}
+	if _, err := NewOpenAI(Config{BaseURL: "http://127.0.0.1:11434/v1", KeyEnv: "TEST_KEY", LookupEnv: testEnv}); err != nil {
+		t.Errorf("NewOpenAI(loopback http with key) = %v", err)
+	}
+	if _, err := NewOpenAI(Config{BaseURL: "http://gpu-box:8000/v1"}); err != nil {
+		t.Errorf("NewOpenAI(plain http without key) = %v", err)
+	}
+}
