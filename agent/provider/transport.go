@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net"
 	"net/http"
@@ -327,3 +328,15 @@ func jsonErrorText(b []byte) (typ, msg string) {
 	m, _ := e.Error.Message.(string)
 	return t, m
 }
+
+// String, GoString and LogValue describe the client without its key, so
+// that printing or logging a provider can never reveal it.
+func (c *client) String() string          { return c.name + " client for " + c.endpoint }
+func (c *client) GoString() string        { return c.String() }
+func (c *client) LogValue() slog.Value    { return slog.StringValue(c.String()) }
+func (a *anthropic) String() string       { return a.c.String() }
+func (a *anthropic) GoString() string     { return a.c.String() }
+func (a *anthropic) LogValue() slog.Value { return a.c.LogValue() }
+func (o *openAI) String() string          { return o.c.String() }
+func (o *openAI) GoString() string        { return o.c.String() }
+func (o *openAI) LogValue() slog.Value    { return o.c.LogValue() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -314,5 +315,16 @@ func TestConfigChecks(t *testing.T) {
 	}
 	if _, err := NewOpenAI(Config{BaseURL: "http://gpu-box:8000/v1"}); err != nil {
 		t.Errorf("NewOpenAI(plain http without key) = %v", err)
+	}
+}
+
+func TestPrintingHidesKey(t *testing.T) {
+	for name, p := range providers(t, "http://127.0.0.1:1", nil) {
+		var sb strings.Builder
+		slog.New(slog.NewJSONHandler(&sb, nil)).Info("p", "provider", p)
+		s := fmt.Sprintf("%v %+v %#v %s", p, p, p, sb.String())
+		if strings.Contains(s, testKey) {
+			t.Errorf("%s: printing reveals the key: %s", name, s)
+		}
 	}
 }
