@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 )
 
@@ -168,18 +167,5 @@ func parseAnthropic(body []byte) (*Response, error) {
 }
 
 func (a *anthropic) Complete(ctx context.Context, req Request) (*Response, error) {
-	body, err := encodeAnthropic(req, a.model)
-	if err != nil {
-		return nil, fmt.Errorf("anthropic: %w", err)
-	}
-	b, id, attempts, err := a.c.post(ctx, body)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := parseAnthropic(b)
-	if err != nil {
-		return nil, a.c.redact(fmt.Errorf("anthropic: response [request %s]: %w", id, err))
-	}
-	resp.RequestID, resp.Attempts = id, attempts
-	return resp, nil
+	return a.c.complete(ctx, req, a.model, encodeAnthropic, parseAnthropic)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 )
 
@@ -248,18 +247,5 @@ func parseOpenAI(body []byte) (*Response, error) {
 }
 
 func (o *openAI) Complete(ctx context.Context, req Request) (*Response, error) {
-	body, err := encodeOpenAI(req, o.model)
-	if err != nil {
-		return nil, fmt.Errorf("openai: %w", err)
-	}
-	b, id, attempts, err := o.c.post(ctx, body)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := parseOpenAI(b)
-	if err != nil {
-		return nil, o.c.redact(fmt.Errorf("openai: response [request %s]: %w", id, err))
-	}
-	resp.RequestID, resp.Attempts = id, attempts
-	return resp, nil
+	return o.c.complete(ctx, req, o.model, encodeOpenAI, parseOpenAI)
 }

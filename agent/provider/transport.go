@@ -259,6 +259,26 @@ func (c *client) once(ctx context.Context, body []byte) (resp []byte, reqID stri
 }
 
 // clean redacts the key from s, then keeps at most n bytes of printable text.
+// complete is one model call for either wire format: encode, post with
+// retries, parse strictly; parse errors are redacted of the key.
+func (c *client) complete(ctx context.Context, req Request, model string,
+	encode func(Request, string) ([]byte, error), parse func([]byte) (*Response, error)) (*Response, error) {
+	body, err := encode(req, model)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.name, err)
+	}
+	b, id, attempts, err := c.post(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := parse(b)
+	if err != nil {
+		return nil, c.redact(fmt.Errorf("%s: response [request %s]: %w", c.name, id, err))
+	}
+	resp.RequestID, resp.Attempts = id, attempts
+	return resp, nil
+}
+
 func (c *client) clean(s string, n int) string {
 	if c.key != "" {
 		s = strings.ReplaceAll(s, c.key, "[REDACTED]")
