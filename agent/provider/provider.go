@@ -115,13 +115,16 @@ type Block struct {
 }
 
 // Request is one model call. An empty Model means Config.Model; a zero
-// MaxTokens means [DefaultMaxTokens].
+// MaxTokens means [DefaultMaxTokens]. A positive MaxAttempts caps the HTTP
+// attempts of this call, retries included, below Config.MaxRetries+1: the
+// runner sets it to the model calls its budget has left.
 type Request struct {
-	Model     string
-	System    string
-	Messages  []Message
-	Tools     []Tool
-	MaxTokens int
+	Model       string
+	System      string
+	Messages    []Message
+	Tools       []Tool
+	MaxTokens   int
+	MaxAttempts int
 }
 
 // Usage is the token usage a provider reported. Reported is false when the

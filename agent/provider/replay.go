@@ -36,11 +36,21 @@ func NewReplay(path string) (Provider, error) {
 	if len(b) > maxReplayBytes {
 		return nil, fmt.Errorf("replay: %s: %w", path, ErrTooLarge)
 	}
+	return NewReplayData(path, b)
+}
+
+// NewReplayData is NewReplay for recorded responses already read; name
+// labels errors. The runner reads the file itself, without following
+// symbolic links.
+func NewReplayData(name string, b []byte) (Provider, error) {
+	if len(b) > maxReplayBytes {
+		return nil, fmt.Errorf("replay: %s: %w", name, ErrTooLarge)
+	}
 	rs, err := parseReplay(b)
 	if err != nil {
-		return nil, fmt.Errorf("replay: %s: %w", path, err)
+		return nil, fmt.Errorf("replay: %s: %w", name, err)
 	}
-	return &replay{path: path, responses: rs}, nil
+	return &replay{path: name, responses: rs}, nil
 }
 
 // parseReplay returns each recorded response, validated and re-encoded.

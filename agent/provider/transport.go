@@ -178,7 +178,11 @@ func isLoopback(host string) bool {
 
 // post sends body and returns the 2xx response body, retrying as the
 // package doc describes. Errors are redacted.
-func (c *client) post(ctx context.Context, body []byte) (resp []byte, reqID string, attempts int, err error) {
+func (c *client) post(ctx context.Context, body []byte, maxAttempts int) (resp []byte, reqID string, attempts int, err error) {
+	maxRetries := c.maxRetries
+	if maxAttempts > 0 {
+		maxRetries = min(maxRetries, maxAttempts-1)
+	}
 	for attempt := 0; ; attempt++ {
 		var retryAfter time.Duration
 		var retryable bool
@@ -189,7 +193,7 @@ func (c *client) post(ctx context.Context, body []byte) (resp []byte, reqID stri
 		if ctx.Err() != nil {
 			return nil, "", attempt + 1, c.redact(fmt.Errorf("%s: %w (last error: %v)", c.name, ctx.Err(), err))
 		}
-		if !retryable || attempt >= c.maxRetries {
+		if !retryable || attempt >= maxRetries {
 			if attempt > 0 {
 				err = fmt.Errorf("%s: giving up after %d attempts: %w", c.name, attempt+1, err)
 			}
@@ -267,7 +271,7 @@ func (c *client) complete(ctx context.Context, req Request, model string,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.name, err)
 	}
-	b, id, attempts, err := c.post(ctx, body)
+	b, id, attempts, err := c.post(ctx, body, req.MaxAttempts)
 	if err != nil {
 		return nil, err
 	}

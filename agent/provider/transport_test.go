@@ -328,3 +328,24 @@ func TestPrintingHidesKey(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxAttemptsCapsRetries: the runner's model-call budget caps the
+// attempts of one call below the configured retries, for both clients.
+func TestMaxAttemptsCapsRetries(t *testing.T) {
+	for _, name := range []string{"anthropic", "openai"} {
+		for _, cap := range []int{1, 2} {
+			t.Run(fmt.Sprint(name, cap), func(t *testing.T) {
+				f := newFake(t, reply(503, `{"error":{"message":"busy"}}`))
+				p := providers(t, f.URL, func(c *Config) { c.MaxRetries = 5; c.Backoff = time.Millisecond })[name]
+				req := hello()
+				req.MaxAttempts = cap
+				if _, err := p.Complete(context.Background(), req); err == nil {
+					t.Fatal("Complete succeeded against a server that only answers 503")
+				}
+				if n := len(f.requests()); n != cap {
+					t.Errorf("server saw %d attempts, want %d", n, cap)
+				}
+			})
+		}
+	}
+}
