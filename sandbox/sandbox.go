@@ -75,6 +75,36 @@ type Limits struct {
 	Stage         stage.Limits  // inputs in and outputs out
 }
 
+// LimitsFor returns DefaultLimits with what the grant set's limits name
+// put in place: wall clock, memory, PIDs and file size. Grant limits the
+// sandbox cannot enforce (cpu_ms, energy_uj, max_runs) are an error,
+// never ignored.
+func LimitsFor(gs *grant.Set) (Limits, error) {
+	l := DefaultLimits()
+	g := gs.Limits
+	switch {
+	case g.CPUMS != nil:
+		return l, errors.New("limits.cpu_ms is not enforced by the sandbox yet; remove it or use wall_ms")
+	case g.EnergyUJ != nil:
+		return l, errors.New("limits.energy_uj is not enforced by the sandbox yet")
+	case g.MaxRuns != nil:
+		return l, errors.New("limits.max_runs is not enforced by the sandbox yet")
+	}
+	if g.WallMS != nil {
+		l.Wall = time.Duration(*g.WallMS) * time.Millisecond
+	}
+	if g.MemoryBytes != nil {
+		l.MemoryBytes = *g.MemoryBytes
+	}
+	if g.PIDs != nil {
+		l.PIDs = *g.PIDs
+	}
+	if g.FileSizeBytes != nil {
+		l.FileSizeBytes = *g.FileSizeBytes
+	}
+	return l, nil
+}
+
 // DefaultLimits are the limits of a run whose grant set names none.
 func DefaultLimits() Limits {
 	return Limits{

@@ -227,27 +227,9 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // execLimits are the sandbox defaults narrowed or widened to what the
 // grant set names; --timeout may only shorten the wall clock.
 func execLimits(gs *grant.Set, timeout time.Duration) (sandbox.Limits, error) {
-	l := sandbox.DefaultLimits()
-	g := gs.Limits
-	switch {
-	case g.CPUMS != nil:
-		return l, errors.New("limits.cpu_ms is not enforced by cordon exec yet; remove it or use wall_ms")
-	case g.EnergyUJ != nil:
-		return l, errors.New("limits.energy_uj is not enforced by cordon exec yet")
-	case g.MaxRuns != nil:
-		return l, errors.New("limits.max_runs is not enforced by cordon exec yet")
-	}
-	if g.WallMS != nil {
-		l.Wall = time.Duration(*g.WallMS) * time.Millisecond
-	}
-	if g.MemoryBytes != nil {
-		l.MemoryBytes = *g.MemoryBytes
-	}
-	if g.PIDs != nil {
-		l.PIDs = *g.PIDs
-	}
-	if g.FileSizeBytes != nil {
-		l.FileSizeBytes = *g.FileSizeBytes
+	l, err := sandbox.LimitsFor(gs)
+	if err != nil {
+		return l, err
 	}
 	if timeout < 0 {
 		return l, fmt.Errorf("--timeout %s is negative", timeout)
