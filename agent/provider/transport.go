@@ -273,11 +273,11 @@ func (c *client) complete(ctx context.Context, req Request, model string,
 	}
 	b, id, attempts, err := c.post(ctx, body, req.MaxAttempts)
 	if err != nil {
-		return nil, err
+		return nil, &attemptsError{err: err, attempts: attempts}
 	}
 	resp, err := parse(b)
 	if err != nil {
-		return nil, c.redact(fmt.Errorf("%s: response [request %s]: %w", c.name, id, err))
+		return nil, &attemptsError{err: c.redact(fmt.Errorf("%s: response [request %s]: %w", c.name, id, err)), attempts: attempts}
 	}
 	resp.RequestID, resp.Attempts = id, attempts
 	return resp, nil
@@ -364,3 +364,22 @@ func (a *anthropic) LogValue() slog.Value { return a.c.LogValue() }
 func (o *openAI) String() string          { return o.c.String() }
 func (o *openAI) GoString() string        { return o.c.String() }
 func (o *openAI) LogValue() slog.Value    { return o.c.LogValue() }
+
+// attemptsError is a failed call with the HTTP attempts it made.
+type attemptsError struct {
+	err      error
+	attempts int
+}
+
+func (e *attemptsError) Error() string { return e.err.Error() }
+func (e *attemptsError) Unwrap() error { return e.err }
+
+// Attempts returns the HTTP attempts a failed Complete made, or 0 when the
+// error does not say (replay, or another Provider).
+func Attempts(err error) int {
+	var ae *attemptsError
+	if errors.As(err, &ae) {
+		return ae.attempts
+	}
+	return 0
+}

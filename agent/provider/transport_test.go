@@ -339,8 +339,12 @@ func TestMaxAttemptsCapsRetries(t *testing.T) {
 				p := providers(t, f.URL, func(c *Config) { c.MaxRetries = 5; c.Backoff = time.Millisecond })[name]
 				req := hello()
 				req.MaxAttempts = cap
-				if _, err := p.Complete(context.Background(), req); err == nil {
+				_, err := p.Complete(context.Background(), req)
+				if err == nil {
 					t.Fatal("Complete succeeded against a server that only answers 503")
+				}
+				if got := Attempts(err); got != cap {
+					t.Errorf("Attempts(err) = %d, want %d", got, cap)
 				}
 				if n := len(f.requests()); n != cap {
 					t.Errorf("server saw %d attempts, want %d", n, cap)

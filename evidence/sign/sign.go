@@ -32,6 +32,7 @@ const (
 	PayloadReceipt     = "application/vnd.cordon.receipt.v1+cbor"
 	PayloadAttestation = "application/vnd.cordon.attestation.v1+json"
 	PayloadJournalHead = "application/vnd.cordon.journal-head.v1+json"
+	PayloadRunResult   = "application/vnd.cordon.run-result.v1+json"
 )
 
 var (

@@ -1,0 +1,309 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cordon-dev/cordon/energy"
+	"github.com/cordon-dev/cordon/evidence/attest"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/receipt"
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// Types of the result document and its body.
+const (
+	ResultType = "cordon.run-result.v1"
+	BodyType   = "cordon.run-body.v1"
+)
+
+const maxResultBytes = 16 << 20
+
+// Body is what a run did: the result body that result.json commits to.
+type Body struct {
+	Type         string        `json:"type"`
+	Status       string        `json:"status"`
+	Apply        bool          `json:"apply"`
+	Provider     string        `json:"provider"`
+	Model        string        `json:"model"`
+	Start        string        `json:"start"`
+	End          string        `json:"end"`
+	Turns        int64         `json:"turns"`
+	ModelCalls   int64         `json:"model_calls"`
+	InputTokens  int64         `json:"input_tokens"`
+	OutputTokens int64         `json:"output_tokens"`
+	Loops        int64         `json:"loops"`
+	Refused      int64         `json:"refused"`
+	Memory       string        `json:"memory"`
+	Summary      string        `json:"summary"`
+	Writes       []WriteEffect `json:"writes"`
+	Runs         []RunEffect   `json:"runs"`
+	Tasks        []TaskResult  `json:"tasks"`
+}
+
+// WriteEffect is one write, applied or planned.
+type WriteEffect struct {
+	Path    string `json:"path"`
+	Content string `json:"content"` // ContentId of the bytes
+	Bytes   int64  `json:"bytes"`
+	Applied bool   `json:"applied"`
+}
+
+// RunEffect is one command, run or planned.
+type RunEffect struct {
+	Argv    []string          `json:"argv"`
+	Applied bool              `json:"applied"`
+	Verify  bool              `json:"verify,omitempty"`
+	Exit    int               `json:"exit,omitempty"`
+	Outputs map[string]string `json:"outputs,omitempty"`
+}
+
+// TaskResult is how one task (the root, or a sub-task) ended.
+type TaskResult struct {
+	ID           string `json:"id"`
+	Manifest     string `json:"manifest"`
+	Status       string `json:"status"`
+	Summary      string `json:"summary,omitempty"`
+	Turns        int64  `json:"turns"`
+	ModelCalls   int64  `json:"model_calls"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Loops        int64  `json:"loops"`
+}
+
+// jcs is the canonical form of v.
+func jcs(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("runner: marshal: " + err.Error()) // unreachable: plain structs
+	}
+	c, err := canon.JCS(b)
+	if err != nil {
+		panic("runner: JCS: " + err.Error()) // unreachable: json.Marshal output
+	}
+	return c
+}
+
+func (b *Body) id() canon.ID { return canon.Sum(jcs(b)) }
+
+// Commitments bind a result: what was asked (the manifest), what happened
+// (the journal), what came of it (the body). They are what is signed.
+type Commitments struct {
+	Manifest string      `json:"manifest"`
+	Journal  JournalHead `json:"journal"`
+	Body     string      `json:"body"`
+}
+
+// JournalHead is a journal's entry count and last entry id.
+type JournalHead struct {
+	Count int64  `json:"count"`
+	Head  string `json:"head"`
+}
+
+func (c Commitments) head() journal.Head {
+	id, _ := canon.ParseID(c.Journal.Head)
+	return journal.Head{Count: c.Journal.Count, ID: id}
+}
+
+// Result is .cordon/result.json: JCS bytes of this object.
+type Result struct {
+	Type        string          `json:"type"`
+	Commitments Commitments     `json:"commitments"`
+	Body        Body            `json:"body"`
+	Signature   json.RawMessage `json:"signature,omitempty"` // a signed envelope over the commitments' JCS form
+}
+
+// ParseResult reads a result document strictly: it must be its own JCS
+// form, with exactly the members above, and its commitments well formed.
+// It checks nothing against other files (Verify does).
+func ParseResult(b []byte) (*Result, error) {
+	if err := canon.CheckJCS(b); err != nil {
+		return nil, fmt.Errorf("not in canonical (JCS) form: %w", err)
+	}
+	var res Result
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&res); err != nil {
+		return nil, err
+	}
+	if res.Type != ResultType {
+		return nil, fmt.Errorf("type %q, want %q", res.Type, ResultType)
+	}
+	if res.Body.Type != BodyType {
+		return nil, fmt.Errorf("body type %q, want %q", res.Body.Type, BodyType)
+	}
+	c := res.Commitments
+	for name, s := range map[string]string{"manifest": c.Manifest, "journal head": c.Journal.Head, "body": c.Body} {
+		if _, err := canon.ParseID(s); err != nil {
+			return nil, fmt.Errorf("commitments: %s: %w", name, err)
+		}
+	}
+	if c.Journal.Count < 1 {
+		return nil, fmt.Errorf("commitments: journal count %d", c.Journal.Count)
+	}
+	return &res, nil
+}
+
+// CheckSignature verifies the signature over the commitments under pub.
+func (res *Result) CheckSignature(pub sign.PublicKey) error {
+	if res.Signature == nil {
+		return errors.New("the result is not signed")
+	}
+	payload, err := sign.Open(res.Signature, pub, sign.PayloadRunResult)
+	if err != nil {
+		return fmt.Errorf("signature: %w", err)
+	}
+	if !bytes.Equal(payload, jcs(res.Commitments)) {
+		return errors.New("signature: it signs other commitments than the result's")
+	}
+	return nil
+}
+
+// seal writes the result, the manifest and, with a key, the signature,
+// a receipt, an attestation and the public key. The result is written
+// last, by rename, so a reader never sees it ahead of what it commits to.
+func (r *run) seal(end journal.Entry) error {
+	m := r.cfg.Manifest
+	head := r.jw.Head()
+	res := Result{
+		Type: ResultType,
+		Commitments: Commitments{
+			Manifest: m.ID().String(),
+			Journal:  JournalHead{Count: head.Count, Head: head.ID.String()},
+			Body:     r.body.id().String(),
+		},
+		Body: r.body,
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{{ManifestFile, m.JCS()}}
+	if k := r.cfg.Key; k != nil {
+		res.Signature = sign.Seal(k, sign.PayloadRunResult, jcs(res.Commitments))
+		rc, env, err := r.receipt(end)
+		if err != nil {
+			return fmt.Errorf("runner: receipt: %w", err)
+		}
+		att, err := attest.Sign(k, attest.For(rc, attest.Host{Kernel: kernel(), Cordon: r.cfg.Version, Tiers: tierNames(r.sb.Offers(), rc.Tier)}))
+		if err != nil {
+			return fmt.Errorf("runner: attestation: %w", err)
+		}
+		files = append(files,
+			struct {
+				name string
+				data []byte
+			}{ReceiptFile, env},
+			struct {
+				name string
+				data []byte
+			}{AttestationFile, att},
+			struct {
+				name string
+				data []byte
+			}{PubkeyFile, k.Public().MarshalPublic()})
+	} else {
+		// Stale evidence of an earlier signed run must not sit beside an
+		// unsigned result as if it belonged to it.
+		for _, f := range []string{ReceiptFile, AttestationFile, PubkeyFile} {
+			if err := os.Remove(filepath.Join(r.state, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("runner: %w", err)
+			}
+		}
+	}
+	files = append(files, struct {
+		name string
+		data []byte
+	}{ResultFile, jcs(res)})
+	for _, f := range files {
+		if err := replaceFile(filepath.Join(r.state, f.name), f.data); err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+	}
+	return nil
+}
+
+// receipt seals the run's receipt: the manifest is the unit of work, the
+// journal's last entry its root, CPU time of the commands its energy.
+func (r *run) receipt(end journal.Entry) (*receipt.Core, []byte, error) {
+	m := r.cfg.Manifest
+	wall := time.Since(r.start)
+	busy := uint64(max(r.cpuNS, 0))
+	est, err := energy.DefaultCoefficients.Estimate(busy, uint64(max(wall.Nanoseconds(), 0)), 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := tier.Required(m.Grants) // the tier commands run at; no command may have run
+	if r.ran {
+		t = r.tier
+	}
+	exit := int64(0)
+	if r.body.Status != StatusFinished && r.body.Status != StatusVerified {
+		exit = 1
+	}
+	outs := map[string]string{}
+	for p, id := range r.outputs {
+		outs[p] = id
+	}
+	rc := &receipt.Core{
+		Type: receipt.Type, Unit: m.ID().String(), Grants: m.Grants.ID().String(), Tier: t.String(),
+		StartNS: uint64(r.start.UnixNano()), EndNS: uint64(time.Now().UnixNano()), Exit: exit, Outputs: outs,
+		Devices:     []receipt.Device{{Class: "cpu", Provenance: receipt.Estimator, EstimatedUJ: est, BusyNS: busy}},
+		JournalRoot: end.ID().String(),
+	}
+	rc.Finish()
+	env, _, err := receipt.Seal(r.cfg.Key, rc)
+	return rc, env, err
+}
+
+func tierNames(offers []tier.Tier, used string) []string {
+	var out []string
+	for _, t := range offers {
+		out = append(out, t.String())
+	}
+	if len(out) == 0 {
+		out = []string{used}
+	}
+	return out
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return "linux " + string(bytes.TrimSpace(b))
+}
+
+// replaceFile writes data to name through a temporary file and a rename.
+func replaceFile(name string, data []byte) error {
+	if fi, err := os.Lstat(name); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is a %s; remove it", name, fi.Mode().Type())
+	}
+	tmp := name + ".tmp"
+	os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}

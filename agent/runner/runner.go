@@ -1,0 +1,417 @@
+// Package runner is cordon's agent runner: it drives a model through the
+// tools an agent manifest grants, inside the sandbox, within budgets the
+// model cannot raise, and leaves a record anyone can verify offline.
+//
+// The model sees the task and six tools (read, write, run, mailbox, spawn,
+// finish) and answers with tool calls. Runner code decides every call
+// before it has any effect:
+//
+//   - read returns a declared input (a file, or a directory listing)
+//     and nothing else; write replaces exactly a declared output with a
+//     regular file. Paths are checked by manifest.CheckPath (so the state
+//     directory .cordon is never reachable) and resolved without following
+//     any symbolic link.
+//   - run takes an argv array. Shell metacharacters are refused; the
+//     model's path for the program is discarded and its basename must be
+//     one of the manifest's commands; git is gated by agent/gitgate; the
+//     command runs in the sandbox under the manifest's grant set, with the
+//     declared inputs staged in and only the declared outputs copied back,
+//     and no environment from the runner.
+//   - mailbox posts to the operator or reads the operator's replies
+//     (agent/mailbox; `cordon mail` is the operator's side).
+//   - spawn queues a sub-task under a child manifest that
+//     manifest.Covers must accept, counted against max_pending_tasks;
+//     queued sub-tasks run, one after another, when their parent finishes,
+//     and everything they use is charged to every ancestor's budgets too.
+//   - finish ends the task; with a verify command, the runner runs it and,
+//     on failure, gives the model the output and loops, up to max_loops.
+//
+// Every budget is checked by runner code before each model call (turns,
+// model calls with retries, input and output tokens, wall clock), a call's
+// attempts are capped at the model calls left and its output tokens at the
+// output tokens left, and token usage a provider does not report stops the
+// run: a budget that cannot be enforced is not assumed.
+//
+// Without Config.Apply the run is a dry run: writes and commands are
+// recorded as planned effects and not applied (later reads see the
+// planned content). With Apply they happen; on a host without the
+// sandbox, an applied run tool call is refused with the reason, never run
+// unsandboxed.
+//
+// Everything is journalled in WORKSPACE/.cordon/journal.jsonl (package
+// evidence/journal), which is verified before the run appends, and, when
+// a previous result exists, checked to still hold the head that result
+// committed to. At the end WORKSPACE/.cordon/result.json commits to the
+// manifest id, the journal head and count, and the result body; with a key
+// the commitments are signed and a receipt and an attestation are sealed.
+// Verify checks all of it offline.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/agent/memory"
+	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/internal/flock"
+	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// StateDir is the workspace's reserved state directory.
+const StateDir = ".cordon"
+
+// Files of the state directory.
+const (
+	JournalFile     = "journal.jsonl"
+	ResultFile      = "result.json"
+	ManifestFile    = "manifest.json"
+	ReceiptFile     = "receipt.jcr"
+	AttestationFile = "attestation.json"
+	PubkeyFile      = "steward.pub"
+	lockFile        = "lock"
+)
+
+// Statuses of a run or task.
+const (
+	StatusFinished        = "finished"         // the model called finish (no verify, or a dry run)
+	StatusVerified        = "verified"         // finished, and the verify command passed
+	StatusVerifyFailed    = "verify_failed"    // the verify command still failed after max_loops
+	StatusBudgetExhausted = "budget_exhausted" // a budget ran out first
+	StatusModelError      = "model_error"      // the provider failed or answered unusably
+	StatusModelStopped    = "model_stopped"    // the model stopped without finishing
+	StatusCancelled       = "cancelled"        // the run was interrupted, or a sub-task's parent did not finish
+)
+
+// Sandbox is what the runner needs from package sandbox; tests replace
+// it to simulate a host without the sandbox's facilities.
+type Sandbox interface {
+	Offers() []tier.Tier
+	Probe(tier.Tier) error
+	Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error)
+}
+
+type hostSandbox struct{}
+
+func (hostSandbox) Offers() []tier.Tier     { return sandbox.Offers() }
+func (hostSandbox) Probe(t tier.Tier) error { return sandbox.Probe(t) }
+func (hostSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error) {
+	return sandbox.Run(ctx, s)
+}
+
+// Config is one run.
+type Config struct {
+	Workspace    string             // absolute path of the workspace
+	Manifest     *manifest.Manifest // the run's manifest, fixed for the run
+	Provider     provider.Provider  // the model
+	Apply        bool               // apply writes and commands; false is a dry run
+	Key          *sign.PrivateKey   // signs the result and seals a receipt and attestation; nil: unsigned
+	SandboxState string             // the sandbox's state directory (sandbox.Spec.StateDir)
+	Sandbox      Sandbox            // nil: the host's sandbox
+	Memory       memory.Options     // the memory store's options
+	Log          io.Writer          // one line per step for the operator; nil: none
+	Version      string             // cordon's version, for the attestation
+}
+
+// Outcome is what Run reports; Body is the result body committed in
+// result.json.
+type Outcome struct {
+	Status string
+	Body   *Body
+	Head   journal.Head
+}
+
+// Run runs the manifest's task in the workspace. It returns an error, and
+// leaves the journal as it was, when the run cannot start (a bad
+// workspace, a broken journal, an unsafe memory store); once the run has
+// started, everything that happens is recorded and the Outcome says how
+// it ended. An error after the start means the record itself could not be
+// completed.
+func Run(ctx context.Context, cfg Config) (*Outcome, error) {
+	r, err := start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	return r.run(ctx)
+}
+
+// run is the state of one run.
+type run struct {
+	cfg   Config
+	ws    *workspace
+	state string // WORKSPACE/.cordon
+	lock  *os.File
+	jw    *journal.Writer
+	sb    Sandbox
+	mem   *memory.Store
+	log   io.Writer
+	start time.Time
+
+	planned map[string][]byte // dry-run writes, by path: later reads see them
+	body    Body
+	tier    tier.Tier // the tier commands ran at, if ran
+	ran     bool
+	cpuNS   int64 // CPU time of every command, from the sandbox
+	outputs map[string]string
+}
+
+func start(cfg Config) (*run, error) {
+	if cfg.Manifest == nil || cfg.Provider == nil {
+		return nil, errors.New("runner: a manifest and a provider are required")
+	}
+	if !filepath.IsAbs(cfg.Workspace) {
+		return nil, fmt.Errorf("runner: workspace %q is not an absolute path", cfg.Workspace)
+	}
+	ws, err := openWorkspace(cfg.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, ws: ws, sb: cfg.Sandbox, log: cfg.Log, planned: map[string][]byte{}, outputs: map[string]string{}}
+	if r.sb == nil {
+		r.sb = hostSandbox{}
+	}
+	if r.log == nil {
+		r.log = io.Discard
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			r.close()
+		}
+	}()
+	if r.state, err = stateDir(cfg.Workspace); err != nil {
+		return nil, err
+	}
+	if r.lock, err = os.OpenFile(filepath.Join(r.state, lockFile), os.O_RDWR|os.O_CREATE|flock.NoFollow, 0o600); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	if err := flock.Lock(r.lock); err != nil {
+		return nil, fmt.Errorf("runner: lock %s: %w", r.lock.Name(), err)
+	}
+	if err := checkPrevious(r.state, cfg.Key); err != nil {
+		return nil, err
+	}
+	if r.jw, err = journal.Open(filepath.Join(r.state, JournalFile)); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	if r.mem, err = memory.Open(cfg.Workspace, cfg.Memory); err != nil {
+		return nil, fmt.Errorf("runner: the memory store is unsafe, so the run is aborted: %w", err)
+	}
+	ok = true
+	return r, nil
+}
+
+func (r *run) close() {
+	if r.jw != nil {
+		r.jw.Close()
+	}
+	if r.lock != nil {
+		r.lock.Close()
+	}
+	r.ws.Close()
+}
+
+// stateDir returns WORKSPACE/.cordon, created 0700 if absent; it must be
+// a real directory.
+func stateDir(ws string) (string, error) {
+	dir := filepath.Join(ws, StateDir)
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return "", fmt.Errorf("runner: %w", err)
+		}
+		fi, err = os.Lstat(dir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("runner: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("runner: %s is a %s, not a directory; remove it (cordon keeps its state there)", dir, fi.Mode().Type())
+	}
+	return dir, nil
+}
+
+// checkPrevious refuses to run on top of a journal that no longer holds
+// the head the previous result committed to, or a previous result whose
+// signature does not verify under the run's key.
+func checkPrevious(state string, key *sign.PrivateKey) error {
+	b, err := readNoFollow(filepath.Join(state, ResultFile), maxResultBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("runner: previous result: %w", err)
+	}
+	res, err := ParseResult(b)
+	if err != nil {
+		return fmt.Errorf("runner: previous result %s: %w; restore it or move the .cordon directory away", ResultFile, err)
+	}
+	if key != nil && res.Signature != nil {
+		if err := res.CheckSignature(key.Public()); err != nil {
+			return fmt.Errorf("runner: previous result %s: %w", ResultFile, err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(state, JournalFile), os.O_RDONLY|flock.NoFollow, 0)
+	if err != nil {
+		return fmt.Errorf("runner: previous result commits to a journal that cannot be read: %w", err)
+	}
+	defer f.Close()
+	if _, err := journal.VerifyAgainst(f, res.Commitments.head()); err != nil {
+		return fmt.Errorf("runner: the journal no longer holds what the previous result committed to, so nothing is appended: %w", err)
+	}
+	return nil
+}
+
+func readNoFollow(name string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|flock.NoFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
+	}
+	return b, nil
+}
+
+// record appends one journal entry; body is marshalled as JSON. A failed
+// append ends the run: nothing happens unrecorded.
+func (r *run) record(typ string, body any) (journal.Entry, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return journal.Entry{}, err
+	}
+	v, err := canon.Parse(b)
+	if err != nil {
+		return journal.Entry{}, fmt.Errorf("runner: journal body: %w", err)
+	}
+	e, err := r.jw.Append(typ, v)
+	if err != nil {
+		return journal.Entry{}, fmt.Errorf("runner: journal: %w", err)
+	}
+	return e, nil
+}
+
+func (r *run) logf(format string, args ...any) {
+	fmt.Fprintf(r.log, format+"\n", args...)
+}
+
+func (r *run) run(ctx context.Context) (*Outcome, error) {
+	m := r.cfg.Manifest
+	r.start = time.Now()
+	r.body = Body{
+		Type: BodyType, Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
+		Start: r.start.UTC().Format(time.RFC3339Nano), Writes: []WriteEffect{}, Runs: []RunEffect{}, Tasks: []TaskResult{},
+		Memory: r.mem.Kind(),
+	}
+	if _, err := r.record("run.start", map[string]any{
+		"manifest": m.ID().String(), "apply": r.cfg.Apply, "provider": r.cfg.Provider.Name(), "model": m.Model,
+		"grants": m.Grants.ID().String(), "memory": map[string]string{"kind": r.mem.Kind(), "reason": r.mem.Reason()},
+	}); err != nil {
+		return nil, err
+	}
+	mode := "dry run (writes and commands are planned, not applied)"
+	if r.cfg.Apply {
+		mode = "apply"
+	}
+	r.logf("run %s: %s, model %s/%s, memory %s", m.ID(), mode, r.cfg.Provider.Name(), m.Model, r.mem.Kind())
+	if r.mem.Kind() != memory.KindGit {
+		r.logf("memory: %s; using file-backed memory", r.mem.Reason())
+	}
+	root := &task{id: "1", m: m, run: r, deadline: r.start.Add(time.Duration(m.Budgets.WallMS) * time.Millisecond)}
+	status, err := r.runTask(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	r.body.Status = status
+	r.body.End = time.Now().UTC().Format(time.RFC3339Nano)
+	if err := r.remember(); err != nil {
+		return nil, err
+	}
+	end, err := r.record("run.end", map[string]any{"status": status, "body": r.body.id().String()})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.seal(end); err != nil {
+		return nil, err
+	}
+	r.logf("run %s: %s (%d turns, %d model calls, %d+%d tokens); journal %d entries, head %s",
+		m.ID(), status, r.body.Turns, r.body.ModelCalls, r.body.InputTokens, r.body.OutputTokens, r.jw.Head().Count, r.jw.Head().ID)
+	return &Outcome{Status: status, Body: &r.body, Head: r.jw.Head()}, nil
+}
+
+// remember records the run in the memory store: one commit per run with
+// git, files otherwise.
+func (r *run) remember() error {
+	b, err := json.Marshal(r.body)
+	if err != nil {
+		return err
+	}
+	v, err := canon.JCS(b)
+	if err != nil {
+		return err
+	}
+	name := "runs/" + strings.NewReplacer(":", "", ".", "").Replace(r.start.UTC().Format("20060102T150405.000000000Z")) + ".json"
+	commit, err := r.mem.Write(map[string][]byte{name: v, "last.json": v},
+		fmt.Sprintf("cordon run %s: %s", r.cfg.Manifest.ID(), r.body.Status))
+	if err != nil {
+		// The run has happened; a memory failure is recorded, not hidden.
+		_, jerr := r.record("memory", map[string]string{"kind": r.mem.Kind(), "error": oneLine(err.Error())})
+		r.logf("memory: not stored: %v", err)
+		return jerr
+	}
+	_, err = r.record("memory", map[string]string{"kind": r.mem.Kind(), "file": name, "commit": commit, "reason": r.mem.Reason()})
+	return err
+}
+
+// previousSummary is the last run's summary from memory, for the prompt.
+func (r *run) previousSummary() string {
+	b, err := r.mem.Read("last.json")
+	if err != nil {
+		return ""
+	}
+	var last struct {
+		Status  string `json:"status"`
+		Summary string `json:"summary"`
+		End     string `json:"end"`
+	}
+	if json.Unmarshal(b, &last) != nil || last.Status == "" {
+		return ""
+	}
+	return fmt.Sprintf("The previous run (ended %s) ended %s: %s", last.End, last.Status, clip(last.Summary, 2000))
+}
+
+func oneLine(s string) string {
+	return clip(strings.Join(strings.Fields(s), " "), 500)
+}
+
+// clip keeps at most n bytes of s, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

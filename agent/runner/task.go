@@ -1,0 +1,319 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/evidence/canon"
+)
+
+// usage is what a task, and everything it spawned, has used.
+type usage struct {
+	turns, calls, inTokens, outTokens, loops int64
+}
+
+// task is the root task or a spawned sub-task.
+type task struct {
+	id       string
+	m        *manifest.Manifest
+	parent   *task
+	run      *run
+	deadline time.Time
+	used     usage
+	pending  []*pendingTask
+	msgs     []provider.Message
+	summary  string
+}
+
+type pendingTask struct {
+	m    *manifest.Manifest
+	task string // the tool call that spawned it
+}
+
+// exhausted names the first budget of this task or an ancestor that is
+// used up, checked before every model call.
+func (t *task) exhausted(now time.Time) (name string, used, limit int64, owner *task) {
+	for a := t; a != nil; a = a.parent {
+		b := a.m.Budgets
+		switch {
+		case !now.Before(a.deadline):
+			return "wall_ms", now.Sub(a.deadline.Add(-time.Duration(b.WallMS) * time.Millisecond)).Milliseconds(), b.WallMS, a
+		case a.used.turns >= b.MaxTurns:
+			return "max_turns", a.used.turns, b.MaxTurns, a
+		case a.used.calls >= b.MaxModelCalls:
+			return "max_model_calls", a.used.calls, b.MaxModelCalls, a
+		case a.used.inTokens >= b.MaxInputTokens:
+			return "max_input_tokens", a.used.inTokens, b.MaxInputTokens, a
+		case a.used.outTokens >= b.MaxOutputTokens:
+			return "max_output_tokens", a.used.outTokens, b.MaxOutputTokens, a
+		}
+	}
+	return "", 0, 0, nil
+}
+
+// over names the first token budget a charge has gone over.
+func (t *task) over() (name string, used, limit int64, owner *task) {
+	for a := t; a != nil; a = a.parent {
+		b := a.m.Budgets
+		switch {
+		case a.used.inTokens > b.MaxInputTokens:
+			return "max_input_tokens", a.used.inTokens, b.MaxInputTokens, a
+		case a.used.outTokens > b.MaxOutputTokens:
+			return "max_output_tokens", a.used.outTokens, b.MaxOutputTokens, a
+		}
+	}
+	return "", 0, 0, nil
+}
+
+// left is the least of what remains of a budget over the task and its
+// ancestors.
+func (t *task) left(get func(manifest.Budgets, usage) int64) int64 {
+	n := int64(1) << 62
+	for a := t; a != nil; a = a.parent {
+		n = min(n, get(a.m.Budgets, a.used))
+	}
+	return n
+}
+
+func (t *task) charge(add func(*usage)) {
+	for a := t; a != nil; a = a.parent {
+		add(&a.used)
+	}
+}
+
+// runTask drives one task to its end and then runs the sub-tasks it
+// queued. An error means the journal could not be written.
+func (r *run) runTask(ctx context.Context, t *task) (string, error) {
+	ctx, cancel := context.WithDeadline(ctx, t.deadline)
+	defer cancel()
+	if _, err := r.record("task.start", map[string]any{"task": t.id, "manifest": t.m.ID().String(), "task_text": canon.Sum([]byte(t.m.Task)).String()}); err != nil {
+		return "", err
+	}
+	t.msgs = []provider.Message{{Role: "user", Content: []provider.Block{{Type: "text", Text: r.prompt(t)}}}}
+	status, err := r.loop(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	r.body.Tasks = append(r.body.Tasks, TaskResult{ID: t.id, Manifest: t.m.ID().String(), Status: status, Summary: clip(t.summary, 4000),
+		Turns: t.used.turns, ModelCalls: t.used.calls, InputTokens: t.used.inTokens, OutputTokens: t.used.outTokens, Loops: t.used.loops})
+	if _, err := r.record("task.end", map[string]any{"task": t.id, "status": status, "turns": t.used.turns, "model_calls": t.used.calls,
+		"input_tokens": t.used.inTokens, "output_tokens": t.used.outTokens, "loops": t.used.loops, "summary": canon.Sum([]byte(t.summary)).String()}); err != nil {
+		return "", err
+	}
+	r.logf("task %s: %s", t.id, status)
+	for i, p := range t.pending {
+		child := &task{id: fmt.Sprintf("%s.%d", t.id, i+1), m: p.m, parent: t, run: r}
+		child.deadline = time.Now().Add(time.Duration(p.m.Budgets.WallMS) * time.Millisecond)
+		if t.deadline.Before(child.deadline) {
+			child.deadline = t.deadline
+		}
+		if status != StatusFinished && status != StatusVerified {
+			if _, err := r.record("task.cancelled", map[string]any{"task": child.id, "manifest": p.m.ID().String(), "reason": "its parent ended " + status}); err != nil {
+				return "", err
+			}
+			r.body.Tasks = append(r.body.Tasks, TaskResult{ID: child.id, Manifest: p.m.ID().String(), Status: StatusCancelled})
+			continue
+		}
+		if _, err := r.runTask(ctx, child); err != nil {
+			return "", err
+		}
+	}
+	if t.parent == nil { // the run's totals: the root's usage includes its sub-tasks'
+		r.body.Turns, r.body.ModelCalls, r.body.InputTokens, r.body.OutputTokens, r.body.Loops = t.used.turns, t.used.calls, t.used.inTokens, t.used.outTokens, t.used.loops
+		r.body.Summary = clip(t.summary, 4000)
+	}
+	return status, nil
+}
+
+// loop is the model loop of one task.
+func (r *run) loop(ctx context.Context, t *task) (string, error) {
+	for {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if _, err := r.record("task.interrupted", map[string]string{"task": t.id, "error": ctx.Err().Error()}); err != nil {
+				return "", err
+			}
+			return StatusCancelled, nil
+		}
+		if name, used, limit, owner := t.exhausted(time.Now()); name != "" {
+			if err := r.budgetEvent(t, owner, name, used, limit, "exhausted before the next model call"); err != nil {
+				return "", err
+			}
+			return StatusBudgetExhausted, nil
+		}
+		req := provider.Request{
+			Model:       t.m.Model,
+			System:      systemPrompt,
+			Messages:    t.msgs,
+			Tools:       tools(),
+			MaxTokens:   int(min(provider.DefaultMaxTokens, t.left(func(b manifest.Budgets, u usage) int64 { return b.MaxOutputTokens - u.outTokens }))),
+			MaxAttempts: int(min(1<<20, t.left(func(b manifest.Budgets, u usage) int64 { return b.MaxModelCalls - u.calls }))),
+		}
+		t.charge(func(u *usage) { u.turns++ })
+		turn := t.used.turns
+		if _, err := r.record("model.request", map[string]any{"task": t.id, "turn": turn, "messages": len(t.msgs),
+			"max_tokens": req.MaxTokens, "max_attempts": req.MaxAttempts, "last": lastDigest(t.msgs)}); err != nil {
+			return "", err
+		}
+		resp, err := r.cfg.Provider.Complete(ctx, req)
+		if err != nil {
+			// A failed call is charged the attempts it made; a provider
+			// that does not say is charged every attempt it was allowed.
+			n := int64(provider.Attempts(err))
+			if n <= 0 || n > int64(req.MaxAttempts) {
+				n = int64(req.MaxAttempts)
+			}
+			t.charge(func(u *usage) { u.calls += n })
+			if _, jerr := r.record("model.error", map[string]any{"task": t.id, "turn": turn, "charged_calls": n, "error": oneLine(err.Error())}); jerr != nil {
+				return "", jerr
+			}
+			r.logf("task %s turn %d: model error: %s", t.id, turn, oneLine(err.Error()))
+			if ctx.Err() != nil {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					continue // the next check records the wall-clock budget
+				}
+				return StatusCancelled, nil
+			}
+			return StatusModelError, nil
+		}
+		attempts := int64(max(resp.Attempts, 1))
+		t.charge(func(u *usage) {
+			u.calls += attempts
+			u.inTokens += max(resp.Usage.InputTokens, 0)
+			u.outTokens += max(resp.Usage.OutputTokens, 0)
+		})
+		var calls []map[string]string
+		var text strings.Builder
+		for _, b := range resp.Content {
+			switch b.Type {
+			case "tool_use":
+				calls = append(calls, map[string]string{"id": b.ID, "name": b.Name, "input": canon.Sum(b.Input).String()})
+			case "text":
+				text.WriteString(b.Text)
+			}
+		}
+		if _, err := r.record("model.response", map[string]any{"task": t.id, "turn": turn, "stop_reason": resp.StopReason,
+			"attempts": attempts, "request_id": resp.RequestID, "model": resp.Model,
+			"usage": map[string]any{"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens, "reported": resp.Usage.Reported},
+			"text":  canon.Sum([]byte(text.String())).String(), "tool_calls": calls}); err != nil {
+			return "", err
+		}
+		if !resp.Usage.Reported {
+			if _, err := r.record("model.error", map[string]any{"task": t.id, "turn": turn,
+				"error": "the provider did not report token usage, so the token budgets cannot be enforced"}); err != nil {
+				return "", err
+			}
+			r.logf("task %s: the provider did not report token usage; stopping (token budgets cannot be enforced)", t.id)
+			return StatusModelError, nil
+		}
+		if name, used, limit, owner := t.over(); name != "" {
+			if err := r.budgetEvent(t, owner, name, used, limit, "exceeded by the last model call; its tool calls are not run"); err != nil {
+				return "", err
+			}
+			return StatusBudgetExhausted, nil
+		}
+		t.msgs = append(t.msgs, provider.Message{Role: "assistant", Content: resp.Content})
+		switch resp.StopReason {
+		case "tool_use":
+		case "end_turn":
+			// A model that ends its turn without a tool call is finishing.
+			t.summary = text.String()
+			done, status, feedback, err := r.finish(ctx, t)
+			if err != nil || done {
+				return status, err
+			}
+			t.msgs = append(t.msgs, provider.Message{Role: "user", Content: []provider.Block{{Type: "text", Text: feedback}}})
+			continue
+		default:
+			if _, err := r.record("task.stopped", map[string]string{"task": t.id, "stop_reason": resp.StopReason}); err != nil {
+				return "", err
+			}
+			return StatusModelStopped, nil
+		}
+		var results []provider.Block
+		finished, status := false, ""
+		for _, b := range resp.Content {
+			if b.Type != "tool_use" {
+				continue
+			}
+			if finished {
+				results = append(results, r.refused(t, b, "the task already finished in this turn; calls after finish are not run"))
+				continue
+			}
+			res, done, st, err := r.call(ctx, t, b)
+			if err != nil {
+				return "", err
+			}
+			results = append(results, res)
+			if done {
+				finished, status = true, st
+			}
+		}
+		if finished {
+			return status, nil
+		}
+		t.msgs = append(t.msgs, provider.Message{Role: "user", Content: results})
+	}
+}
+
+func (r *run) budgetEvent(t, owner *task, name string, used, limit int64, what string) error {
+	_, err := r.record("budget", map[string]any{"task": t.id, "owner": owner.id, "budget": name, "used": used, "limit": limit, "event": what})
+	r.logf("task %s: budget %s of task %s %s (%d of %d)", t.id, name, owner.id, what, used, limit)
+	return err
+}
+
+// lastDigest is the ContentId of the conversation's last message, so the
+// journal binds what each request added without holding file contents.
+func lastDigest(msgs []provider.Message) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range msgs[len(msgs)-1].Content {
+		b.WriteString(c.Type + "\x00" + c.Text + "\x00" + c.ToolUseID + "\x00" + string(c.Input) + "\x00")
+	}
+	return canon.Sum([]byte(b.String())).String()
+}
+
+const systemPrompt = `You are an agent working under cordon, a governed runtime. You act only through the tools given. ` +
+	`read returns a file (or lists a directory) that the task declares as an input; write replaces exactly a declared output; ` +
+	`run executes a declared command as an argv array in a sandbox with no network and no shell (no pipes, globs, quotes or variables); ` +
+	`mailbox posts a message to the operator or reads their replies; spawn queues a narrower sub-task; finish ends the task with a summary. ` +
+	`Every call is checked and recorded; a refused call returns the reason. Budgets on turns, model calls, tokens and time are fixed.`
+
+// prompt is the task's first message.
+func (r *run) prompt(t *task) string {
+	m := t.m
+	var b strings.Builder
+	b.WriteString("Task:\n" + m.Task + "\n\n")
+	list := func(name string, xs []string) {
+		if len(xs) == 0 {
+			fmt.Fprintf(&b, "%s: none\n", name)
+			return
+		}
+		fmt.Fprintf(&b, "%s: %s\n", name, strings.Join(xs, ", "))
+	}
+	list("Inputs you may read", m.Inputs)
+	list("Outputs you may write (exact paths)", m.Outputs)
+	list("Commands you may run", m.Commands)
+	if m.Verify != nil {
+		fmt.Fprintf(&b, "After finish, cordon runs the verify command %q; if it fails you get its output and may try again (%d more attempts).\n", strings.Join(m.Verify, " "), m.Budgets.MaxLoops)
+	}
+	if r.cfg.Apply {
+		b.WriteString("Mode: apply: writes and commands take effect.\n")
+	} else {
+		b.WriteString("Mode: dry run: writes and commands are recorded as planned and not applied; reads see your planned writes.\n")
+	}
+	fmt.Fprintf(&b, "Budgets: %d turns, %d model calls, %d input and %d output tokens, %d ms; you may queue %d sub-tasks.\n",
+		m.Budgets.MaxTurns, m.Budgets.MaxModelCalls, m.Budgets.MaxInputTokens, m.Budgets.MaxOutputTokens, m.Budgets.WallMS, m.Budgets.MaxPendingTasks)
+	if t.parent == nil {
+		if s := r.previousSummary(); s != "" {
+			b.WriteString("Memory: " + s + "\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,542 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cordon-dev/cordon/agent/gitgate"
+	"github.com/cordon-dev/cordon/agent/mailbox"
+	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// Limits on run tool calls.
+const (
+	MaxArgs      = 256       // argv tokens
+	MaxArgBytes  = 4096      // bytes of one token
+	maxCapture   = 64 << 10  // stdout or stderr kept from a command
+	maxFeedback  = 16 << 10  // command output given back to the model
+	maxToolInput = 2<<20 + 1 // bytes of one tool call's input
+)
+
+// ShellMetacharacters are refused in every argv token of a run call:
+// nothing is interpreted by a shell, and a token that looks as if it
+// would be is a mistake or an attack.
+const ShellMetacharacters = "`$&|;<>()\\\"'*?[]{}~!#"
+
+// gitPrefix disables, for every git the model runs, what git's own
+// configuration could make it execute or show through a pager. The
+// sandbox's exec control refuses anything else it would start.
+var gitPrefix = []string{
+	"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.pager=cat",
+	"-c", "core.editor=false", "-c", "core.sshCommand=false", "-c", "diff.external=",
+	"-c", "credential.helper=", "-c", "protocol.allow=never", "-c", "commit.gpgsign=false",
+	"-c", "tag.gpgsign=false", "--no-pager",
+}
+
+func tools() []provider.Tool {
+	return []provider.Tool{
+		{Name: "read", Description: "Read a declared input file, or list a declared input directory.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"workspace-relative path"}},"required":["path"],"additionalProperties":false}`)},
+		{Name: "write", Description: "Replace a declared output file with new content.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`)},
+		{Name: "run", Description: "Run a declared command in the sandbox: argv[0] is the command name, no shell.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string"},"minItems":1}},"required":["argv"],"additionalProperties":false}`)},
+		{Name: "mailbox", Description: "Post a message to the operator (action post, with text) or read the operator's new replies (action read).",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"action":{"type":"string","enum":["post","read"]},"text":{"type":"string"}},"required":["action"],"additionalProperties":false}`)},
+		{Name: "spawn", Description: "Queue a sub-task under a child manifest that only narrows this task's; it runs after this task finishes.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"manifest":{"type":"object"}},"required":["manifest"],"additionalProperties":false}`)},
+		{Name: "finish", Description: "Finish the task with a summary of what was done.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"summary":{"type":"string"}},"required":["summary"],"additionalProperties":false}`)},
+	}
+}
+
+// refusal is a tool call the runner refused; the model gets Reason.
+type refusal struct{ reason string }
+
+func (e *refusal) Error() string { return e.reason }
+
+func refusef(format string, args ...any) error { return &refusal{reason: fmt.Sprintf(format, args...)} }
+
+// decode reads a tool input strictly: exactly the named members, nothing
+// unknown.
+func decode(in json.RawMessage, v any) error {
+	if len(in) > maxToolInput {
+		return refusef("input of %d bytes is too large", len(in))
+	}
+	d := json.NewDecoder(bytes.NewReader(in))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return refusef("bad input: %v", err)
+	}
+	if d.More() {
+		return refusef("bad input: trailing data")
+	}
+	return nil
+}
+
+// call decides and performs one tool call and returns its tool_result.
+// done reports that the task ended (finish, after verify) with status.
+// An error means the journal could not be written.
+func (r *run) call(ctx context.Context, t *task, b provider.Block) (res provider.Block, done bool, status string, err error) {
+	if _, err := r.record("tool.call", map[string]any{"task": t.id, "id": b.ID, "tool": b.Name, "input": canon.Sum(b.Input).String()}); err != nil {
+		return res, false, "", err
+	}
+	var out string
+	var terr error
+	switch b.Name {
+	case "read":
+		out, terr = r.toolRead(t, b.Input)
+	case "write":
+		out, terr = r.toolWrite(t, b.ID, b.Input)
+	case "run":
+		out, terr = r.toolRun(ctx, t, b.ID, b.Input)
+	case "mailbox":
+		out, terr = r.toolMailbox(t, b.Input)
+	case "spawn":
+		out, terr = r.toolSpawn(t, b.ID, b.Input)
+	case "finish":
+		var in struct {
+			Summary *string `json:"summary"`
+		}
+		if terr = decode(b.Input, &in); terr == nil && in.Summary == nil {
+			terr = refusef("bad input: summary is required")
+		}
+		if terr == nil {
+			t.summary = *in.Summary
+			var feedback string
+			done, status, feedback, err = r.finish(ctx, t)
+			if err != nil {
+				return res, false, "", err
+			}
+			if done {
+				return provider.Block{Type: "tool_result", ToolUseID: b.ID, Text: "finished: " + status}, true, status, nil
+			}
+			return provider.Block{Type: "tool_result", ToolUseID: b.ID, Text: feedback, IsError: true}, false, "", nil
+		}
+	default:
+		terr = refusef("no tool %q; the tools are read, write, run, mailbox, spawn and finish", b.Name)
+	}
+	var rf *refusal
+	switch {
+	case errors.As(terr, &rf):
+		return r.refused(t, b, rf.reason), false, "", nil
+	case terr != nil:
+		return res, false, "", terr
+	}
+	return provider.Block{Type: "tool_result", ToolUseID: b.ID, Text: out}, false, "", nil
+}
+
+// refused records a refused call and returns its error result.
+func (r *run) refused(t *task, b provider.Block, reason string) provider.Block {
+	if _, err := r.record("tool.refused", map[string]string{"task": t.id, "id": b.ID, "tool": b.Name, "reason": reason}); err != nil {
+		reason += " (and the refusal could not be journalled: " + err.Error() + ")"
+	}
+	r.body.Refused++
+	r.logf("task %s: refused %s: %s", t.id, b.Name, reason)
+	return provider.Block{Type: "tool_result", ToolUseID: b.ID, Text: "refused: " + reason, IsError: true}
+}
+
+// covered reports whether p is one of roots or beneath one.
+func covered(roots []string, p string) bool {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) toolRead(t *task, in json.RawMessage) (string, error) {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if err := decode(in, &a); err != nil {
+		return "", err
+	}
+	if err := manifest.CheckPath(a.Path); err != nil {
+		return "", refusef("%v", err)
+	}
+	if !covered(t.m.Inputs, a.Path) {
+		return "", refusef("%s is not a declared input (inputs: %s)", a.Path, strings.Join(t.m.Inputs, ", "))
+	}
+	if b, ok := r.planned[a.Path]; ok {
+		return string(b), nil
+	}
+	s, err := r.ws.read(a.Path)
+	if err != nil {
+		return "", refusef("%v", err)
+	}
+	return s, nil
+}
+
+func (r *run) toolWrite(t *task, id string, in json.RawMessage) (string, error) {
+	var a struct {
+		Path    string  `json:"path"`
+		Content *string `json:"content"`
+	}
+	if err := decode(in, &a); err != nil {
+		return "", err
+	}
+	if a.Content == nil {
+		return "", refusef("bad input: content is required")
+	}
+	if err := manifest.CheckPath(a.Path); err != nil {
+		return "", refusef("%v", err)
+	}
+	if !slices.Contains(t.m.Outputs, a.Path) {
+		return "", refusef("%s is not a declared output (outputs: %s)", a.Path, strings.Join(t.m.Outputs, ", "))
+	}
+	data := []byte(*a.Content)
+	if len(data) > MaxWriteBytes {
+		return "", refusef("content of %d bytes is more than the write tool's %d", len(data), MaxWriteBytes)
+	}
+	sum := canon.Sum(data)
+	eff := WriteEffect{Path: a.Path, Content: sum.String(), Bytes: int64(len(data)), Applied: r.cfg.Apply}
+	if !r.cfg.Apply {
+		if err := r.effect(t, id, "write", eff); err != nil {
+			return "", err
+		}
+		r.planned[a.Path] = data
+		r.body.Writes = append(r.body.Writes, eff)
+		return fmt.Sprintf("planned (dry run): %s, %d bytes, %s", a.Path, len(data), sum), nil
+	}
+	if err := r.ws.write(a.Path, data); err != nil {
+		return "", refusef("%v", err)
+	}
+	if err := r.effect(t, id, "write", eff); err != nil {
+		return "", err
+	}
+	r.outputs[a.Path] = sum.String()
+	r.body.Writes = append(r.body.Writes, eff)
+	return fmt.Sprintf("wrote %s, %d bytes", a.Path, len(data)), nil
+}
+
+func (r *run) effect(t *task, id, kind string, eff any) error {
+	_, err := r.record("effect", map[string]any{"task": t.id, "id": id, "kind": kind, "effect": eff})
+	return err
+}
+
+// checkArgv applies the run tool's argument rules and returns the argv
+// to run: the program's basename, then the arguments.
+func checkArgv(m *manifest.Manifest, argv []string) ([]string, error) {
+	switch {
+	case len(argv) == 0:
+		return nil, refusef("argv is empty")
+	case len(argv) > MaxArgs:
+		return nil, refusef("%d arguments; at most %d", len(argv), MaxArgs)
+	}
+	for i, a := range argv {
+		switch {
+		case len(a) > MaxArgBytes:
+			return nil, refusef("argv[%d] is longer than %d bytes", i, MaxArgBytes)
+		case !utf8.ValidString(a):
+			return nil, refusef("argv[%d] is not valid UTF-8", i)
+		case strings.ContainsAny(a, ShellMetacharacters):
+			return nil, refusef("argv[%d] %q holds a shell metacharacter (one of %s); nothing is run through a shell", i, a, ShellMetacharacters)
+		case strings.IndexFunc(a, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0:
+			return nil, refusef("argv[%d] holds a control character", i)
+		}
+	}
+	name := path.Base(argv[0])
+	if name == "." || name == "/" || name == ".." || argv[0] == "" {
+		return nil, refusef("argv[0] %q names no program", argv[0])
+	}
+	if !slices.Contains(m.Commands, name) {
+		return nil, refusef("%s is not a declared command (commands: %s)", name, strings.Join(m.Commands, ", "))
+	}
+	out := append([]string{name}, argv[1:]...)
+	if name == "git" {
+		if err := gitgate.Check(out); err != nil {
+			return nil, refusef("%v", err)
+		}
+		out = append(append([]string{"git"}, gitPrefix...), argv[1:]...)
+	}
+	return out, nil
+}
+
+func (r *run) toolRun(ctx context.Context, t *task, id string, in json.RawMessage) (string, error) {
+	var a struct {
+		Argv []string `json:"argv"`
+	}
+	if err := decode(in, &a); err != nil {
+		return "", err
+	}
+	argv, err := checkArgv(t.m, a.Argv)
+	if err != nil {
+		return "", err
+	}
+	note := ""
+	if a.Argv[0] != argv[0] {
+		note = fmt.Sprintf("(the path in %q was discarded; %s is resolved inside the sandbox)\n", a.Argv[0], argv[0])
+	}
+	if !r.cfg.Apply {
+		eff := RunEffect{Argv: argv, Applied: false}
+		if err := r.effect(t, id, "run", eff); err != nil {
+			return "", err
+		}
+		r.body.Runs = append(r.body.Runs, eff)
+		return note + "planned (dry run): not executed", nil
+	}
+	out, _, err := r.execute(ctx, t, id, argv, "run")
+	if err != nil {
+		return "", err
+	}
+	return note + out, nil
+}
+
+// execute runs argv in the sandbox under the task's grants and returns
+// the feedback for the model and whether the command exited 0.
+func (r *run) execute(ctx context.Context, t *task, id string, argv []string, kind string) (string, bool, error) {
+	gs := t.m.Grants
+	tr, err := tier.Host{Offers: r.sb.Offers()}.Select(gs)
+	if err != nil {
+		why := err.Error()
+		if req := tier.Required(gs); req == tier.S2 || req == tier.S3 {
+			if perr := r.sb.Probe(req); perr != nil {
+				why = perr.Error()
+			}
+		}
+		return "", false, refusef("commands run only inside cordon's sandbox, and this host cannot provide it, so nothing was run: %s", oneLine(why))
+	}
+	limits, err := sandbox.LimitsFor(gs)
+	if err != nil {
+		return "", false, refusef("the manifest's grant set: %v", err)
+	}
+	left := time.Until(t.deadline)
+	if left <= 0 {
+		return "", false, refusef("the wall-clock budget is spent")
+	}
+	limits.Wall = min(limits.Wall, left)
+	var inputs []string
+	for _, p := range t.m.Inputs {
+		if r.ws.exists(p) {
+			inputs = append(inputs, p)
+		}
+	}
+	var stdout, stderr capped
+	spec := &sandbox.Spec{
+		Argv: argv, Grants: gs, Tier: tr, StateDir: r.cfg.SandboxState, Workspace: r.cfg.Workspace,
+		Inputs: inputs, Outputs: t.m.Outputs, Limits: limits, Stdout: &stdout, Stderr: &stderr,
+		Decided: func(d grant.Decision) error {
+			_, err := r.record("decision", jsonRaw(d.Record()))
+			return err
+		},
+	}
+	if len(gs.Egress) > 0 {
+		return "", false, refusef("the manifest's grant set has egress rules; cordon run does not serve network egress to commands yet")
+	}
+	res, err := r.sb.Run(ctx, spec)
+	if err != nil {
+		if _, jerr := r.record("command", map[string]any{"task": t.id, "id": id, "kind": kind, "argv": argv, "error": oneLine(err.Error())}); jerr != nil {
+			return "", false, jerr
+		}
+		return "", false, refusef("%s", oneLine(err.Error()))
+	}
+	r.tier, r.ran = res.Tier, true
+	r.cpuNS += res.CPUNanos
+	outs := map[string]string{}
+	for _, f := range res.Outputs {
+		outs[f.Path] = f.ID.String()
+		r.outputs[f.Path] = f.ID.String()
+	}
+	rec := map[string]any{"task": t.id, "id": id, "kind": kind, "argv": argv, "tier": res.Tier.String(), "exit": res.ExitCode,
+		"timed_out": res.TimedOut, "outputs": outs, "stdout": canon.Sum(stdout.buf.Bytes()).String(), "stderr": canon.Sum(stderr.buf.Bytes()).String(),
+		"cpu_ns": res.CPUNanos, "wall_us": res.Wall().Microseconds(), "program": map[string]string{"path": res.Program.Path, "b3": res.Program.B3.String()}}
+	if res.OutputsErr != nil {
+		rec["outputs_error"] = oneLine(res.OutputsErr.Error())
+	}
+	if _, err := r.record("command", rec); err != nil {
+		return "", false, err
+	}
+	r.body.Runs = append(r.body.Runs, RunEffect{Argv: argv, Applied: true, Exit: res.ExitCode, Outputs: outs})
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit %d", res.ExitCode)
+	if res.TimedOut {
+		b.WriteString(" (killed at the wall-clock limit)")
+	}
+	if res.OutputsErr != nil {
+		fmt.Fprintf(&b, "\noutputs not copied back: %s", oneLine(res.OutputsErr.Error()))
+	}
+	fmt.Fprintf(&b, "\n--- stdout ---\n%s\n--- stderr ---\n%s", tail(stdout.String(), maxFeedback/2), tail(stderr.String(), maxFeedback/2))
+	r.logf("task %s: %s %s: exit %d", t.id, kind, strings.Join(argv, " "), res.ExitCode)
+	return b.String(), res.ExitCode == 0 && res.OutputsErr == nil, nil
+}
+
+type jsonRaw []byte
+
+func (j jsonRaw) MarshalJSON() ([]byte, error) { return j, nil }
+
+// capped keeps the first maxCapture bytes written and counts the rest.
+type capped struct {
+	buf     bytes.Buffer
+	dropped int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	n := min(len(p), maxCapture-c.buf.Len())
+	c.buf.Write(p[:max(n, 0)])
+	c.dropped += int64(len(p) - max(n, 0))
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	s := strings.ToValidUTF8(c.buf.String(), "\uFFFD")
+	if c.dropped > 0 {
+		s += fmt.Sprintf("\n[%d more bytes not kept]", c.dropped)
+	}
+	return s
+}
+
+// tail keeps the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "[…]" + strings.ToValidUTF8(s[len(s)-n:], "")
+}
+
+func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
+	var a struct {
+		Action string  `json:"action"`
+		Text   *string `json:"text"`
+	}
+	if err := decode(in, &a); err != nil {
+		return "", err
+	}
+	switch a.Action {
+	case "post":
+		if a.Text == nil {
+			return "", refusef("bad input: post needs text")
+		}
+		msg, err := mailbox.Post(r.cfg.Workspace, mailbox.FromAgent, *a.Text, time.Now())
+		if err != nil {
+			return "", refusef("%v", err)
+		}
+		if _, err := r.record("mailbox", map[string]any{"task": t.id, "action": "post", "seq": msg.Seq, "text": canon.Sum([]byte(msg.Text)).String()}); err != nil {
+			return "", err
+		}
+		r.logf("task %s: posted message #%d to the operator (read it with 'cordon mail %s')", t.id, msg.Seq, r.cfg.Workspace)
+		return fmt.Sprintf("posted #%d", msg.Seq), nil
+	case "read":
+		if a.Text != nil {
+			return "", refusef("bad input: read takes no text")
+		}
+		msgs, err := mailbox.Unread(r.cfg.Workspace)
+		if err != nil {
+			return "", refusef("%v", err)
+		}
+		seqs := make([]int64, 0, len(msgs))
+		var b strings.Builder
+		for _, m := range msgs {
+			seqs = append(seqs, m.Seq)
+			fmt.Fprintf(&b, "#%d %s\n%s\n", m.Seq, m.Time, m.Text)
+		}
+		if _, err := r.record("mailbox", map[string]any{"task": t.id, "action": "read", "seqs": seqs}); err != nil {
+			return "", err
+		}
+		if len(msgs) == 0 {
+			return "no new replies", nil
+		}
+		return b.String(), nil
+	default:
+		return "", refusef("bad input: action must be post or read")
+	}
+}
+
+func (r *run) toolSpawn(t *task, id string, in json.RawMessage) (string, error) {
+	var a struct {
+		Manifest json.RawMessage `json:"manifest"`
+	}
+	if err := decode(in, &a); err != nil {
+		return "", err
+	}
+	if len(a.Manifest) == 0 || a.Manifest[0] != '{' {
+		return "", refusef("bad input: manifest must be an object")
+	}
+	child, err := manifest.Parse(a.Manifest)
+	if err != nil {
+		return "", refusef("%v", err)
+	}
+	if err := manifest.Covers(t.m, child); err != nil {
+		return "", refusef("the sub-task would widen this task: %v", err)
+	}
+	if int64(len(t.pending)) >= t.m.Budgets.MaxPendingTasks {
+		if err := r.budgetEvent(t, t, "max_pending_tasks", int64(len(t.pending)), t.m.Budgets.MaxPendingTasks, "would be exceeded; spawn refused"); err != nil {
+			return "", err
+		}
+		return "", refusef("max_pending_tasks is %d and %d are queued", t.m.Budgets.MaxPendingTasks, len(t.pending))
+	}
+	t.pending = append(t.pending, &pendingTask{m: child, task: id})
+	if _, err := r.record("spawn", map[string]any{"task": t.id, "id": id, "manifest": child.ID().String(), "queued": len(t.pending)}); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("queued sub-task %s.%d (manifest %s); it runs after this task finishes", t.id, len(t.pending), child.ID()), nil
+}
+
+// finish ends a task: with a verify command (applied runs only), the
+// runner runs it, and on failure returns feedback for the model while
+// loops remain. done reports the task is over with status.
+func (r *run) finish(ctx context.Context, t *task) (done bool, status, feedback string, err error) {
+	if _, err := r.record("task.finish", map[string]string{"task": t.id, "summary": canon.Sum([]byte(t.summary)).String()}); err != nil {
+		return false, "", "", err
+	}
+	v := t.m.Verify
+	if v == nil {
+		return true, StatusFinished, "", nil
+	}
+	if !r.cfg.Apply {
+		eff := RunEffect{Argv: v, Verify: true}
+		if err := r.effect(t, "verify", "verify", eff); err != nil {
+			return false, "", "", err
+		}
+		r.body.Runs = append(r.body.Runs, eff)
+		return true, StatusFinished, "", nil
+	}
+	argv, cerr := checkArgv(t.m, v)
+	var out string
+	pass := false
+	if cerr == nil {
+		out, pass, cerr = r.execute(ctx, t, "verify", argv, "verify")
+	}
+	var rf *refusal
+	if cerr != nil && !errors.As(cerr, &rf) {
+		return false, "", "", cerr
+	}
+	if cerr != nil {
+		out = "the verify command could not run: " + rf.reason
+	}
+	if _, err := r.record("verify", map[string]any{"task": t.id, "argv": v, "pass": pass, "loop": t.used.loops}); err != nil {
+		return false, "", "", err
+	}
+	if pass {
+		return true, StatusVerified, "", nil
+	}
+	if cerr != nil {
+		return true, StatusVerifyFailed, "", nil // nothing the model does can make it run
+	}
+	if t.used.loops >= t.m.Budgets.MaxLoops {
+		if err := r.budgetEvent(t, t, "max_loops", t.used.loops, t.m.Budgets.MaxLoops, "spent; the verify failure ends the task"); err != nil {
+			return false, "", "", err
+		}
+		return true, StatusVerifyFailed, "", nil
+	}
+	t.charge(func(u *usage) { u.loops++ })
+	if _, err := r.record("loop", map[string]any{"task": t.id, "loop": t.used.loops, "limit": t.m.Budgets.MaxLoops}); err != nil {
+		return false, "", "", err
+	}
+	return false, "", fmt.Sprintf("The verify command %q failed (attempt %d of %d); fix the problem and finish again.\n%s",
+		strings.Join(v, " "), t.used.loops, t.m.Budgets.MaxLoops, out), nil
+}

@@ -1,0 +1,181 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/evidence/attest"
+	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/receipt"
+	"github.com/cordon-dev/cordon/evidence/sign"
+)
+
+// Check is one verification step and its outcome.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string
+}
+
+// Report is what Verify found, step by step.
+type Report struct {
+	Checks []Check
+	Result *Result // nil if result.json could not be read
+	// Signed reports that the signature, receipt and attestation were
+	// checked against a trusted key (Options.Pubkey), not only against the
+	// key stored in the workspace.
+	Trusted bool
+}
+
+// Failed reports whether any check failed.
+func (r *Report) Failed() bool {
+	for _, c := range r.Checks {
+		if !c.OK {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Report) add(name string, err error, detail string) bool {
+	c := Check{Name: name, OK: err == nil, Detail: detail}
+	if err != nil {
+		c.Detail = err.Error()
+	}
+	r.Checks = append(r.Checks, c)
+	return err == nil
+}
+
+// Verify checks a workspace's run record offline: result.json is
+// well formed and canonical; manifest.json is the manifest it commits to;
+// the body is the one it commits to; the journal verifies, ends exactly at
+// the committed head, and that head is the run.end entry naming the body;
+// and, when the result is signed, the signature, receipt and attestation
+// verify under pub and bind the same journal and manifest. With pub nil a
+// signed result is checked against the public key stored beside it, which
+// shows consistency, not who signed: the report says so. With pub set, an
+// unsigned result fails.
+func Verify(workspace string, pub *sign.PublicKey) *Report {
+	rep := &Report{}
+	state := filepath.Join(workspace, StateDir)
+	b, err := readNoFollow(filepath.Join(state, ResultFile), maxResultBytes)
+	var res *Result
+	if err == nil {
+		res, err = ParseResult(b)
+	}
+	if !rep.add("result", err, ResultFile+" is canonical and well formed") {
+		return rep
+	}
+	rep.Result = res
+	c := res.Commitments
+
+	mb, err := readNoFollow(filepath.Join(state, ManifestFile), 1<<24)
+	var m *manifest.Manifest
+	if err == nil {
+		m, err = manifest.Parse(mb)
+	}
+	if err == nil && m.ID().String() != c.Manifest {
+		err = fmt.Errorf("%s is manifest %s; the result commits to %s", ManifestFile, m.ID(), c.Manifest)
+	}
+	rep.add("manifest", err, "manifest "+c.Manifest)
+
+	if got := res.Body.id().String(); got != c.Body {
+		rep.add("body", fmt.Errorf("the body's ContentId is %s; the result commits to %s: the body was edited", got, c.Body), "")
+	} else {
+		rep.add("body", nil, "body "+c.Body+", status "+res.Body.Status)
+	}
+
+	var entries []journal.Entry
+	f, err := os.OpenFile(filepath.Join(state, JournalFile), os.O_RDONLY|noFollow, 0)
+	if err == nil {
+		var h journal.Head
+		entries, h, err = journal.Scan(f)
+		f.Close()
+		if err == nil {
+			switch {
+			case h.Count != c.Journal.Count:
+				err = fmt.Errorf("the journal has %d entries; the result commits to %d (entries were added or removed)", h.Count, c.Journal.Count)
+			case h.ID.String() != c.Journal.Head:
+				err = fmt.Errorf("the journal's head is %s; the result commits to %s", h.ID, c.Journal.Head)
+			}
+		}
+	}
+	if err == nil {
+		err = checkEnd(entries[len(entries)-1], c)
+	}
+	rep.add("journal", err, fmt.Sprintf("%d entries, head %s, ending in run.end for this body", c.Journal.Count, c.Journal.Head))
+
+	if res.Signature == nil {
+		if pub != nil {
+			rep.add("signature", errors.New("the result is not signed, and a trusted key was given"), "")
+		}
+		return rep
+	}
+	key := pub
+	if key == nil {
+		pb, err := readNoFollow(filepath.Join(state, PubkeyFile), 1<<16)
+		if err == nil {
+			var k sign.PublicKey
+			if k, err = sign.ParsePublic(pb); err == nil {
+				key = &k
+			}
+		}
+		if !rep.add("key", err, "the workspace's "+PubkeyFile+" (not a trusted key: pass --pubkey to check who signed)") {
+			return rep
+		}
+	} else {
+		rep.Trusted = true
+	}
+	rep.add("signature", res.CheckSignature(*key), "commitments signed by key "+key.ID().String())
+
+	rb, err := readNoFollow(filepath.Join(state, ReceiptFile), 1<<20)
+	var rc *receipt.Core
+	if err == nil {
+		rc, _, err = receipt.Verify(rb, *key)
+	}
+	if err == nil {
+		switch {
+		case rc.Unit != c.Manifest:
+			err = fmt.Errorf("the receipt's unit is %s, not the manifest %s", rc.Unit, c.Manifest)
+		case rc.JournalRoot != c.Journal.Head:
+			err = fmt.Errorf("the receipt's journal root is %s, not the journal head %s", rc.JournalRoot, c.Journal.Head)
+		case m != nil && rc.Grants != m.Grants.ID().String():
+			err = fmt.Errorf("the receipt's grants are %s, not the manifest's %s", rc.Grants, m.Grants.ID())
+		}
+	}
+	rep.add("receipt", err, "receipt bound to the manifest and the journal head")
+	if rc == nil {
+		return rep
+	}
+	ab, err := readNoFollow(filepath.Join(state, AttestationFile), 1<<20)
+	if err == nil {
+		if entries == nil {
+			entries = []journal.Entry{}
+		}
+		_, err = attest.Verify(ab, *key, attest.Options{Receipt: rc, Journal: entries})
+	}
+	rep.add("attestation", err, "attestation bound to the receipt and the journal")
+	return rep
+}
+
+// checkEnd checks that the journal's last entry is the run.end of the
+// committed body.
+func checkEnd(last journal.Entry, c Commitments) error {
+	if last.Type != "run.end" {
+		return fmt.Errorf("the last entry is %q, not run.end", last.Type)
+	}
+	var end struct {
+		Body string `json:"body"`
+	}
+	if err := json.Unmarshal(last.Body().AppendJCS(nil), &end); err != nil {
+		return fmt.Errorf("run.end: %w", err)
+	}
+	if end.Body != c.Body {
+		return fmt.Errorf("run.end names body %q; the result commits to %s", end.Body, c.Body)
+	}
+	return nil
+}

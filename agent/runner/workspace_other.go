@@ -1,0 +1,9 @@
+//go:build !unix
+
+package runner
+
+import "io/fs"
+
+const noFollow = 0
+
+func links(fs.FileInfo) uint64 { return 1 }

@@ -1,0 +1,17 @@
+//go:build unix
+
+package runner
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+const noFollow = syscall.O_NOFOLLOW
+
+func links(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
