@@ -10,6 +10,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/cordon-dev/cordon/agent/manifest"
 )
 
 // Limits on what a tool moves between the workspace and the model.
@@ -72,6 +74,22 @@ func (w *workspace) lstat(p string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
+// ReadFile reads the regular file at the workspace path p (checked by
+// manifest.CheckPath first) without following any symbolic link, as the
+// read tool does, up to limit bytes. cordon run reads a replay script
+// with it.
+func ReadFile(workspace, p string, limit int64) ([]byte, error) {
+	if err := manifest.CheckPath(p); err != nil {
+		return nil, err
+	}
+	w, err := openWorkspace(workspace)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	return w.readFile(p, limit)
+}
+
 // read returns a regular file's content, or a directory's listing (one
 // name per line, "/" after directories).
 func (w *workspace) read(p string) (string, error) {
@@ -79,32 +97,42 @@ func (w *workspace) read(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	switch {
-	case fi.IsDir():
+	if fi.IsDir() {
 		return w.list(p)
+	}
+	b, err := w.readFile(p, MaxReadBytes)
+	return string(b), err
+}
+
+func (w *workspace) readFile(p string, limit int64) ([]byte, error) {
+	fi, err := w.lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	switch {
 	case !fi.Mode().IsRegular():
-		return "", fmt.Errorf("%s: a %s: %w", p, fi.Mode().Type(), errLink)
+		return nil, fmt.Errorf("%s: a %s: %w", p, fi.Mode().Type(), errLink)
 	case links(fi) > 1:
-		return "", fmt.Errorf("%s: has %d hard links: %w", p, links(fi), errLink)
-	case fi.Size() > MaxReadBytes:
-		return "", fmt.Errorf("%s: %d bytes, more than the read tool's %d", p, fi.Size(), MaxReadBytes)
+		return nil, fmt.Errorf("%s: has %d hard links: %w", p, links(fi), errLink)
+	case fi.Size() > limit:
+		return nil, fmt.Errorf("%s: %d bytes, more than the limit of %d", p, fi.Size(), limit)
 	}
 	f, err := w.root.OpenFile(p, os.O_RDONLY|noFollow, 0)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer f.Close()
 	if g, err := f.Stat(); err != nil || !os.SameFile(fi, g) {
-		return "", fmt.Errorf("%s: changed while it was opened", p)
+		return nil, fmt.Errorf("%s: changed while it was opened", p)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxReadBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if len(b) > MaxReadBytes {
-		return "", fmt.Errorf("%s: more than the read tool's %d bytes", p, MaxReadBytes)
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: more than the limit of %d bytes", p, limit)
 	}
-	return string(b), nil
+	return b, nil
 }
 
 func (w *workspace) list(p string) (string, error) {

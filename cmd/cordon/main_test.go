@@ -21,12 +21,16 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs the end-to-end CLI tests in testdata/script/*.txtar.
 // Each script runs in a fresh directory holding a copy of the RFC 8785
-// reference test data under rfc8785/.
+// reference test data under rfc8785/ and of examples/fix-test under
+// fix-test/.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Setup: func(e *testscript.Env) error {
+			if err := copyDir(filepath.Join("..", "..", "examples", "fix-test"), filepath.Join(e.WorkDir, "fix-test")); err != nil {
+				return err
+			}
 			return copyDir(filepath.Join("..", "..", "evidence", "canon", "testdata", "rfc8785"), filepath.Join(e.WorkDir, "rfc8785"))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/agent/memory"
+	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/agent/runner"
+	"github.com/cordon-dev/cordon/evidence/sign"
+)
+
+// auditKeyEnv holds a PEM private key that signs a run's result when no
+// --key is given.
+const auditKeyEnv = "CORDON_AUDIT_PRIVATE_KEY"
+
+// maxManifestBytes caps a manifest file.
+const maxManifestBytes = 16 << 20
+
+const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--no-git] MANIFEST.json"
+
+func runRun(e *env, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	workspace := fs.String("workspace", "", "the workspace the agent works in (default: the manifest's directory)")
+	apply := fs.Bool("apply", false, "apply writes and commands (default: a dry run that records them as planned)")
+	keyFile := fs.String("key", "", "sign the result and seal a receipt and attestation with this steward key (default: $"+auditKeyEnv+", a PEM value, or $CORDON_KEY)")
+	keyEnv := fs.String("key-env", "", "the environment variable holding the provider's API key (default: ANTHROPIC_API_KEY for anthropic, OPENAI_API_KEY for openai when set)")
+	stateDir := fs.String("state", "", "the sandbox's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
+	noGit := fs.Bool("no-git", false, "keep memory in plain files even when git is installed")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return &usageError{msg: "run: want exactly one manifest", hint: runUsage}
+	}
+	mb, err := readLimited(pos[0], maxManifestBytes)
+	if err != nil {
+		return fmt.Errorf("run: manifest: %w", err)
+	}
+	m, err := manifest.Parse(mb)
+	if err != nil {
+		return withHint(fmt.Errorf("run: %s: %w", pos[0], err), "the manifest format is docs/SPEC.md §5")
+	}
+	ws := *workspace
+	if ws == "" {
+		ws = filepath.Dir(pos[0])
+	}
+	if ws, err = filepath.Abs(ws); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	p, err := newProvider(m, ws, *keyEnv)
+	if err != nil {
+		return withHint(fmt.Errorf("run: %w", err), "API keys are read only from the environment")
+	}
+	key, err := auditKey(*keyFile)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	state := ""
+	if *apply {
+		// Commands need the sandbox's state directory; a dry run runs none.
+		if state, err = execStateDir(*stateDir); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out, err := runner.Run(ctx, runner.Config{
+		Workspace: ws, Manifest: m, Provider: p, Apply: *apply, Key: key, SandboxState: state,
+		Memory: memory.Options{NoGit: *noGit}, Log: prefixWriter{w: e.stderr, prefix: "cordon: "}, Version: version,
+	})
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	res := filepath.Join(ws, runner.StateDir, runner.ResultFile)
+	fmt.Fprintf(e.stdout, "%s: %d turns, %d model calls, %d writes, %d commands, %d refused\n",
+		out.Status, out.Body.Turns, out.Body.ModelCalls, len(out.Body.Writes), len(out.Body.Runs), out.Body.Refused)
+	signed := "unsigned"
+	if key != nil {
+		signed = "signed by " + key.Public().ID().String()
+	}
+	fmt.Fprintf(e.stdout, "result %s (%s), journal %d entries\n", res, signed, out.Head.Count)
+	fmt.Fprintf(e.stdout, "verify: cordon verify run %s\n", ws)
+	switch out.Status {
+	case runner.StatusFinished, runner.StatusVerified:
+		return nil
+	}
+	return &exitStatus{code: 1}
+}
+
+// newProvider builds the manifest's model client. A replay script is
+// read from the workspace without following links.
+func newProvider(m *manifest.Manifest, ws, keyEnv string) (provider.Provider, error) {
+	switch m.Provider {
+	case "replay":
+		if keyEnv != "" {
+			return nil, errors.New("--key-env: the replay provider takes no key")
+		}
+		b, err := runner.ReadFile(ws, m.Replay, 64<<20)
+		if err != nil {
+			return nil, fmt.Errorf("replay script: %w", err)
+		}
+		return provider.NewReplayData(m.Replay, b)
+	case "anthropic":
+		return provider.NewAnthropic(provider.Config{BaseURL: m.BaseURL, Model: m.Model, KeyEnv: keyEnv})
+	case "openai":
+		if keyEnv == "" {
+			if _, ok := os.LookupEnv("OPENAI_API_KEY"); ok {
+				keyEnv = "OPENAI_API_KEY"
+			}
+		}
+		return provider.NewOpenAI(provider.Config{BaseURL: m.BaseURL, Model: m.Model, KeyEnv: keyEnv})
+	}
+	return nil, fmt.Errorf("provider %q", m.Provider) // unreachable: manifest.Parse checks it
+}
+
+// auditKey is the key that signs a run: --key, else $CORDON_AUDIT_PRIVATE_KEY
+// (PEM text), else $CORDON_KEY; nil when none is set.
+func auditKey(file string) (*sign.PrivateKey, error) {
+	if file != "" {
+		return sign.LoadPrivate(file)
+	}
+	if v, ok := os.LookupEnv(auditKeyEnv); ok {
+		return sign.LoadPrivateEnv(auditKeyEnv, v)
+	}
+	return stewardKey("")
+}
+
+// readLimited reads a regular file of at most limit bytes.
+func readLimited(name string, limit int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
+	}
+	b := make([]byte, fi.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// prefixWriter writes each line with a prefix.
+type prefixWriter struct {
+	w      interface{ Write([]byte) (int, error) }
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := p.w.Write(append([]byte(p.prefix), b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// verifyRun is `cordon verify run WORKSPACE [--pubkey PEM]`: every check
+// and its outcome, exit 1 if any failed.
+func verifyRun(e *env, args []string) error {
+	fs := flag.NewFlagSet("verify run", flag.ContinueOnError)
+	pubkey := fs.String("pubkey", "", "the steward's public key (PEM), from a trusted channel: a signed result must verify under it, and an unsigned one fails")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := nArgs("verify run", pos, "WORKSPACE"); err != nil {
+		return err
+	}
+	var pub *sign.PublicKey
+	if *pubkey != "" {
+		b, err := os.ReadFile(*pubkey)
+		if err != nil {
+			return fmt.Errorf("verify run: --pubkey: %w", err)
+		}
+		k, err := sign.ParsePublic(b)
+		if err != nil {
+			return fmt.Errorf("verify run: --pubkey %s: %w", *pubkey, err)
+		}
+		pub = &k
+	}
+	ws, err := filepath.Abs(pos[0])
+	if err != nil {
+		return err
+	}
+	rep := runner.Verify(ws, pub)
+	for _, c := range rep.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(e.stdout, "%s %-12s %s\n", mark, c.Name, c.Detail)
+	}
+	if rep.Failed() {
+		return fmt.Errorf("verify run: %s: the run's record does not verify", ws)
+	}
+	switch {
+	case rep.Result.Signature == nil:
+		fmt.Fprintf(e.stdout, "%s: valid run record, unsigned: anyone able to rewrite the journal and result could have; keep the journal head elsewhere or sign runs\n", ws)
+	case !rep.Trusted:
+		fmt.Fprintf(e.stdout, "%s: valid run record, signed by the key stored in the workspace; pass --pubkey to check who signed\n", ws)
+	default:
+		fmt.Fprintf(e.stdout, "%s: valid run record, signed by the trusted key\n", ws)
+	}
+	return nil
+}
