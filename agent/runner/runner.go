@@ -174,6 +174,9 @@ func start(cfg Config) (*run, error) {
 	if !filepath.IsAbs(cfg.Workspace) {
 		return nil, fmt.Errorf("runner: workspace %q is not an absolute path", cfg.Workspace)
 	}
+	if cfg.Apply && !filepath.IsAbs(cfg.SandboxState) {
+		return nil, fmt.Errorf("runner: an applied run needs an absolute sandbox state directory, not %q", cfg.SandboxState)
+	}
 	ws, err := openWorkspace(cfg.Workspace)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cordon-dev/cordon/conformance"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/tier"
@@ -151,14 +152,31 @@ func runDemo(e *env, args []string) error {
 		defer os.RemoveAll(tmp)
 		dir = filepath.Join(tmp, "evidence")
 	}
-	fmt.Fprintf(w, "evidence of this synthetic run (%s):\n", dir)
-	unit, _ := canon.Parse(sample("C1-002-unit-descriptor"))
-	unitID, _ := unit.ID()
 	key, err := stewardKey(*keyFile)
 	if err != nil {
 		return err
 	}
-	if err := demoEvidence(e, dir, *out != "", key, gs, unitID, decisions, time.Since(started)); err != nil {
+	newKey := key == nil
+	if newKey {
+		if key, err = sign.Generate(); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
+	if err := demoAgent(w, filepath.Join(dir, "agent"), *out != "", key); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintf(w, "evidence of this synthetic run (%s):\n", dir)
+	unit, _ := canon.Parse(sample("C1-002-unit-descriptor"))
+	unitID, _ := unit.ID()
+	if err := demoEvidence(e, dir, *out != "", key, newKey, gs, unitID, decisions, time.Since(started)); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)

@@ -17,20 +17,17 @@ import (
 
 // demoEvidence writes the evidence of a synthetic run into dir: a steward
 // key, the run's journal (the decisions the demo made), a signed journal
-// head, a receipt sealed under the key and an attestation. Nothing was
+// head, a receipt sealed under the key and an attestation; a new key
+// (newKey) is written there too. Nothing was
 // executed: the attestation's host says "synthetic", and the energy record
 // is the Estimator's, with the meters' unavailability reported.
-func demoEvidence(e *env, dir string, keep bool, key *sign.PrivateKey, gs *grant.Set, unit canon.ID, decisions []grant.Decision, wall time.Duration) error {
+func demoEvidence(e *env, dir string, keep bool, key *sign.PrivateKey, newKey bool, gs *grant.Set, unit canon.ID, decisions []grant.Decision, wall time.Duration) error {
 	w := e.stdout
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	k := key
-	if k == nil {
-		var err error
-		if k, err = sign.Generate(); err != nil {
-			return err
-		}
+	if newKey {
 		if err := sign.WritePrivate(filepath.Join(dir, "steward.pem"), k); err != nil {
 			return err
 		}
