@@ -381,7 +381,11 @@ func run(ctx context.Context, s *Spec, prepare func() (*initConfig, error), cg *
 	if ws != nil && len(s.Outputs) > 0 {
 		// Out returns files with an error only when every output is in
 		// place but an old copy could not be removed: record both.
-		res.Outputs, res.OutputsErr = stage.Out(work, ws, s.Outputs, s.Limits.Stage)
+		out := stage.Out
+		if s.OutputsOptional {
+			out = stage.OutPresent
+		}
+		res.Outputs, res.OutputsErr = out(work, ws, s.Outputs, s.Limits.Stage)
 	}
 	ctlW.Close()
 	waited = true

@@ -140,6 +140,9 @@ type Spec struct {
 	// to. Inputs and Outputs are paths relative to it.
 	Workspace       string
 	Inputs, Outputs []string
+	// OutputsOptional skips declared outputs the program did not make
+	// (stage.OutPresent) instead of refusing the copy-back (stage.Out).
+	OutputsOptional bool
 	// Env holds the values of the environment variables the grant set
 	// names (name → value); a name the grants do not list is refused.
 	Env map[string]string

@@ -329,7 +329,7 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 	var stdout, stderr capped
 	spec := &sandbox.Spec{
 		Argv: argv, Grants: gs, Tier: tr, StateDir: r.cfg.SandboxState, Workspace: r.cfg.Workspace,
-		Inputs: inputs, Outputs: t.m.Outputs, Limits: limits, Stdout: &stdout, Stderr: &stderr,
+		Inputs: inputs, Outputs: t.m.Outputs, OutputsOptional: true, Limits: limits, Stdout: &stdout, Stderr: &stderr,
 		Decided: func(d grant.Decision) error {
 			_, err := r.record("decision", jsonRaw(d.Record()))
 			return err

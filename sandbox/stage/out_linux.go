@@ -63,7 +63,7 @@ type plan struct {
 	files []File
 }
 
-func out(staging, workspace *os.File, outputs []string, lim Limits) ([]File, error) {
+func out(staging, workspace *os.File, outputs []string, lim Limits, present bool) ([]File, error) {
 	root, err := checkRoot(staging, "staging")
 	if err != nil {
 		return nil, err
@@ -84,6 +84,9 @@ func out(staging, workspace *os.File, outputs []string, lim Limits) ([]File, err
 	defer pl.close()
 	for _, p := range outputs {
 		src, st, err := openSource(root, p, p, "staging")
+		if present && errors.Is(err, ErrMissing) {
+			continue
+		}
 		if err != nil {
 			return nil, pl.abort(err)
 		}

@@ -479,3 +479,29 @@ func TestOutGivesFilesToTheWorkspaceOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestOutPresentSkipsOnlyMissing: OutPresent copies the outputs that
+// exist and skips missing ones, but a symlink at a declared path still
+// refuses the whole copy and leaves the workspace unchanged.
+func TestOutPresentSkipsOnlyMissing(t *testing.T) {
+	st, ws := t.TempDir(), t.TempDir()
+	write(t, st, "a", "new")
+	write(t, ws, "a", "old")
+	files, err := OutPresent(openDir(t, st), openDir(t, ws), []string{"a", "b", "dir/c"}, DefaultLimits())
+	if err != nil || len(files) != 1 || files[0].Path != "a" {
+		t.Fatalf("OutPresent = %v, %v", files, err)
+	}
+	if got := read(t, filepath.Join(ws, "a")); got != "new" {
+		t.Fatalf("a = %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "dir")); err == nil {
+		t.Fatal("a missing output's parent was created")
+	}
+	write(t, st, "a", "newer")
+	symlink(t, "/etc/passwd", filepath.Join(st, "b"))
+	_, err = OutPresent(openDir(t, st), openDir(t, ws), []string{"a", "b"}, DefaultLimits())
+	wantPathErr(t, err, ErrRefused, "b")
+	if got := read(t, filepath.Join(ws, "a")); got != "new" {
+		t.Fatalf("a = %q after a refused copy", got)
+	}
+}

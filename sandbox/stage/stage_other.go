@@ -15,6 +15,6 @@ func in(workspace, staging *os.File, inputs []string, own Owner, lim Limits) ([]
 	return nil, fmt.Errorf("stage: %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }
 
-func out(staging, workspace *os.File, outputs []string, lim Limits) ([]File, error) {
+func out(staging, workspace *os.File, outputs []string, lim Limits, present bool) ([]File, error) {
 	return nil, fmt.Errorf("stage: %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }
