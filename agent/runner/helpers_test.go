@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -291,4 +292,10 @@ func (s *slowScript) Complete(ctx context.Context, req provider.Request) (*provi
 		return nil, ctx.Err()
 	}
 	return calls(call("read", `{"path":"in"}`)), nil
+}
+
+// runShell runs a host shell command for test setup.
+func runShell(cmd string) (string, error) {
+	out, err := exec.Command("sh", "-c", cmd).CombinedOutput()
+	return string(out), err
 }
