@@ -112,7 +112,7 @@ func okSandbox() *fakeSandbox { return &fakeSandbox{offers: []tier.Tier{tier.S2,
 
 // baseManifest is a manifest with generous budgets; edit changes its
 // JSON object before parsing.
-func baseManifest(t *testing.T, edit func(m map[string]any)) *manifest.Manifest {
+func baseManifest(t testing.TB, edit func(m map[string]any)) *manifest.Manifest {
 	t.Helper()
 	m := map[string]any{
 		"type":     "cordon.manifest.v1",
@@ -144,7 +144,7 @@ func baseManifest(t *testing.T, edit func(m map[string]any)) *manifest.Manifest 
 func budgets(m map[string]any) map[string]any { return m["budgets"].(map[string]any) }
 
 // newWorkspace makes a workspace with files (path → content).
-func newWorkspace(t *testing.T, files map[string]string) string {
+func newWorkspace(t testing.TB, files map[string]string) string {
 	t.Helper()
 	ws := t.TempDir()
 	for p, c := range files {
