@@ -9,12 +9,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -880,5 +882,66 @@ func TestAPIKeyNotRecorded(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFIFOInStateDirDoesNotHang: a FIFO planted where a state file should
+// be is refused at once by Verify and by the next run, never opened in a
+// way that blocks.
+func TestFIFOInStateDirDoesNotHang(t *testing.T) {
+	for _, name := range []string{ResultFile, JournalFile, ManifestFile, lockFile} {
+		t.Run(name, func(t *testing.T) {
+			ws := newWorkspace(t, defaultFiles())
+			if _, err := runScript(t, ws, baseManifest(t, nil), &script{resps: []*provider.Response{finish("x")}}, runOpts{}); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(ws, StateDir, name)
+			os.Remove(p)
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan string, 2)
+			go func() {
+				rep := Verify(ws, nil)
+				done <- fmt.Sprintf("verify failed=%v", rep.Failed())
+			}()
+			go func() {
+				_, err := runScript(t, ws, baseManifest(t, nil), &script{resps: []*provider.Response{finish("x")}}, runOpts{})
+				done <- fmt.Sprintf("run err=%v", err)
+			}()
+			for range 2 {
+				select {
+				case got := <-done:
+					if name != lockFile && !strings.Contains(got, "failed=true") && !strings.Contains(got, "err=runner") {
+						t.Errorf("%s: %s", name, got)
+					}
+					if name == lockFile && strings.HasPrefix(got, "run") && !strings.Contains(got, "not a regular file") {
+						t.Errorf("%s: %s", name, got)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("a FIFO at %s blocked Verify or Run", name)
+				}
+			}
+		})
+	}
+}
+
+// TestStrippedSignatureDetected: removing the signature from a signed
+// result leaves the receipt beside an unsigned result, which fails.
+func TestStrippedSignatureDetected(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	k, _ := sign.Generate()
+	if _, err := runScript(t, ws, baseManifest(t, nil), &script{resps: []*provider.Response{finish("x")}}, runOpts{cfg: func(c *Config) { c.Key = k }}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(ws, StateDir, ResultFile)
+	b, _ := os.ReadFile(p)
+	var res Result
+	json.Unmarshal(b, &res)
+	res.Signature = nil
+	os.WriteFile(p, jcs(res), 0o644)
+	rep := Verify(ws, nil)
+	if !rep.Failed() || !strings.Contains(fmt.Sprint(rep.Checks), "was the signature removed") {
+		t.Fatalf("checks %+v", rep.Checks)
 	}
 }

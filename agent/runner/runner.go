@@ -197,7 +197,12 @@ func start(cfg Config) (*run, error) {
 	if r.state, err = stateDir(cfg.Workspace); err != nil {
 		return nil, err
 	}
-	if r.lock, err = os.OpenFile(filepath.Join(r.state, lockFile), os.O_RDWR|os.O_CREATE|flock.NoFollow, 0o600); err != nil {
+	for _, f := range []string{lockFile, JournalFile, ResultFile} {
+		if err := regularOrAbsent(filepath.Join(r.state, f)); err != nil {
+			return nil, err
+		}
+	}
+	if r.lock, err = os.OpenFile(filepath.Join(r.state, lockFile), os.O_RDWR|os.O_CREATE|noFollow|nonBlock, 0o600); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	if err := flock.Lock(r.lock); err != nil {
@@ -266,7 +271,7 @@ func checkPrevious(state string, key *sign.PrivateKey) error {
 			return fmt.Errorf("runner: previous result %s: %w", ResultFile, err)
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(state, JournalFile), os.O_RDONLY|flock.NoFollow, 0)
+	f, err := openRegular(filepath.Join(state, JournalFile))
 	if err != nil {
 		return fmt.Errorf("runner: previous result commits to a journal that cannot be read: %w", err)
 	}
@@ -277,19 +282,45 @@ func checkPrevious(state string, key *sign.PrivateKey) error {
 	return nil
 }
 
+// regularOrAbsent refuses anything but a regular file at name.
+func regularOrAbsent(name string) error {
+	fi, err := os.Lstat(name)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("runner: %w", err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("runner: %s is a %s, not a regular file; remove it", name, fi.Mode().Type())
+	}
+	return nil
+}
+
+// openRegular opens a regular file for reading without following a link
+// at its name or blocking on a FIFO planted there.
+func openRegular(name string) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|noFollow|nonBlock, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	return f, nil
+}
+
 func readNoFollow(name string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|flock.NoFollow, 0)
+	f, err := openRegular(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err

@@ -90,7 +90,7 @@ func Verify(workspace string, pub *sign.PublicKey) *Report {
 	}
 
 	var entries []journal.Entry
-	f, err := os.OpenFile(filepath.Join(state, JournalFile), os.O_RDONLY|noFollow, 0)
+	f, err := openRegular(filepath.Join(state, JournalFile))
 	if err == nil {
 		var h journal.Head
 		entries, h, err = journal.Scan(f)
@@ -110,8 +110,22 @@ func Verify(workspace string, pub *sign.PublicKey) *Report {
 	rep.add("journal", err, fmt.Sprintf("%d entries, head %s, ending in run.end for this body", c.Journal.Count, c.Journal.Head))
 
 	if res.Signature == nil {
-		if pub != nil {
+		// An unsigned run removes these; beside an unsigned result they
+		// mean a signature was stripped.
+		stripped := ""
+		for _, f := range []string{ReceiptFile, AttestationFile, PubkeyFile} {
+			if _, err := os.Lstat(filepath.Join(state, f)); err == nil {
+				stripped = fmt.Sprintf("%s is beside it: was the signature removed?", f)
+				break
+			}
+		}
+		switch {
+		case pub != nil && stripped != "":
+			rep.add("signature", fmt.Errorf("the result is not signed, and a trusted key was given; %s", stripped), "")
+		case pub != nil:
 			rep.add("signature", errors.New("the result is not signed, and a trusted key was given"), "")
+		case stripped != "":
+			rep.add("signature", fmt.Errorf("the result is unsigned but %s", stripped), "")
 		}
 		return rep
 	}
