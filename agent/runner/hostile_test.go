@@ -267,6 +267,10 @@ func TestHostileToolInputs(t *testing.T) {
 	}{
 		{"unknown tool", call("shell", `{"cmd":"id"}`), "no tool"},
 		{"unknown member", call("read", `{"path":"in","follow":true}`), "unknown field"},
+		{"second spelling", call("read", `{"path":"in","PATH":"secret.txt"}`), "unknown field \"PATH\""},
+		{"other case", call("write", `{"Path":"secret.txt","content":"x"}`), "unknown field \"Path\""},
+		{"duplicate member", call("write", `{"path":"out.txt","path":"secret.txt","content":"x"}`), "duplicate"},
+		{"float", call("run", `{"argv":["python3"],"n":1.5}`), "bad input"},
 		{"wrong type", call("run", `{"argv":"python3 -V"}`), "bad input"},
 		{"write without content", call("write", `{"path":"out.txt"}`), "content is required"},
 		{"mailbox bad action", call("mailbox", `{"action":"delete"}`), "action"},

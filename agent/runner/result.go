@@ -133,6 +133,12 @@ func ParseResult(b []byte) (*Result, error) {
 	if err := d.Decode(&res); err != nil {
 		return nil, err
 	}
+	// encoding/json matches member names case-insensitively and leaves
+	// absent members zero: only a document that is exactly the canonical
+	// form of what was decoded has one reading.
+	if !bytes.Equal(jcs(res), b) {
+		return nil, errors.New("members are missing, misspelled, null or not in their written form")
+	}
 	if res.Type != ResultType {
 		return nil, fmt.Errorf("type %q, want %q", res.Type, ResultType)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -70,11 +71,31 @@ func (e *refusal) Error() string { return e.reason }
 
 func refusef(format string, args ...any) error { return &refusal{reason: fmt.Sprintf(format, args...)} }
 
-// decode reads a tool input strictly: exactly the named members, nothing
-// unknown.
+// decode reads a tool input strictly: a JSON object (read by canon.Parse,
+// so duplicate members are refused) whose member names are exactly among
+// v's JSON names — encoding/json alone would match names ignoring case
+// and take the last of two spellings.
 func decode(in json.RawMessage, v any) error {
 	if len(in) > maxToolInput {
 		return refusef("input of %d bytes is too large", len(in))
+	}
+	obj, err := canon.Parse(in)
+	if err != nil {
+		return refusef("bad input: %v", err)
+	}
+	if obj.Kind() != canon.KindObject {
+		return refusef("bad input: want an object")
+	}
+	known := map[string]bool{}
+	t := reflect.TypeOf(v).Elem()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		known[name] = true
+	}
+	for name := range obj.Members() {
+		if !known[name] {
+			return refusef("bad input: unknown field %q", name)
+		}
 	}
 	d := json.NewDecoder(bytes.NewReader(in))
 	d.DisallowUnknownFields()
