@@ -140,8 +140,10 @@ type Spec struct {
 	// to. Inputs and Outputs are paths relative to it.
 	Workspace       string
 	Inputs, Outputs []string
-	// OutputsOptional skips declared outputs the program did not make
-	// (stage.OutPresent) instead of refusing the copy-back (stage.Out).
+	// OutputsOptional makes Outputs exact files the program may or may
+	// not make (stage.OutPresent): missing ones are skipped, a directory
+	// at one refuses the copy-back. Otherwise every output must exist and
+	// may be a directory (stage.Out).
 	OutputsOptional bool
 	// Env holds the values of the environment variables the grant set
 	// names (name → value); a name the grants do not list is refused.

@@ -234,7 +234,16 @@ func (e *HTTPError) Error() string {
 	return s
 }
 
-var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var (
+	toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	toolID   = regexp.MustCompile(`^[\x21-\x7e]{1,256}$`)
+)
+
+// MaxTokenCount bounds a reported token count; a larger one is malformed.
+const MaxTokenCount = 1 << 40
+
+// maxAttempts bounds a recorded response's attempts.
+const maxAttempts = 1 << 20
 
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
@@ -317,6 +326,12 @@ func validateResponse(r *Response) error {
 	if r.Usage.InputTokens < 0 || r.Usage.OutputTokens < 0 {
 		return malformed("negative token count")
 	}
+	if r.Usage.InputTokens > MaxTokenCount || r.Usage.OutputTokens > MaxTokenCount {
+		return malformed("token count over %d", MaxTokenCount)
+	}
+	if r.Attempts < 0 || r.Attempts > maxAttempts {
+		return malformed("attempts %d outside 0..%d", r.Attempts, maxAttempts)
+	}
 	if !r.Usage.Reported && (r.Usage.InputTokens != 0 || r.Usage.OutputTokens != 0) {
 		return malformed("token counts marked unreported")
 	}
@@ -331,8 +346,14 @@ func validateResponse(r *Response) error {
 			if b.ID == "" {
 				return malformed("content %d: tool_use without id", i)
 			}
+			if !toolID.MatchString(b.ID) {
+				return malformed("content %d: tool_use id is not 1 to 256 printable ASCII characters", i)
+			}
 			if b.Name == "" {
 				return malformed("content %d: tool_use without name", i)
+			}
+			if !toolName.MatchString(b.Name) {
+				return malformed("content %d: tool_use name %s is not 1 to 64 of a-z A-Z 0-9 _ -", i, short(b.Name))
 			}
 			if b.Text != "" || b.ToolUseID != "" || b.IsError {
 				return malformed("content %d: tool_use with foreign fields", i)

@@ -231,7 +231,7 @@ func (c *client) once(ctx context.Context, body []byte) (resp []byte, reqID stri
 		return nil, "", 0, true, fmt.Errorf("%s: %w", c.name, err)
 	}
 	defer r.Body.Close()
-	reqID = sanitizeID(r.Header.Get(c.idHeader))
+	reqID = sanitizeID(c.clean(r.Header.Get(c.idHeader), 1024))
 	b, err := io.ReadAll(io.LimitReader(r.Body, c.maxBytes+1))
 	if int64(len(b)) > c.maxBytes {
 		return nil, reqID, 0, false, fmt.Errorf("%s: HTTP %d: body over %d bytes: %w", c.name, r.StatusCode, c.maxBytes, ErrTooLarge)
@@ -280,7 +280,32 @@ func (c *client) complete(ctx context.Context, req Request, model string,
 		return nil, &attemptsError{err: c.redact(fmt.Errorf("%s: response [request %s]: %w", c.name, id, err)), attempts: attempts}
 	}
 	resp.RequestID, resp.Attempts = id, attempts
+	if err := c.scrub(resp); err != nil {
+		return nil, &attemptsError{err: c.redact(fmt.Errorf("%s: response [request %s]: %w", c.name, id, err)), attempts: attempts}
+	}
 	return resp, nil
+}
+
+// scrub removes the key from everything a response carries into the
+// runner's record (a hostile server may echo request headers back in any
+// field) and bounds the model name.
+func (c *client) scrub(r *Response) error {
+	r.Model = c.clean(r.Model, 256) // the request id was cleaned as it was read
+	if c.key == "" {
+		return nil
+	}
+	for i := range r.Content {
+		b := &r.Content[i]
+		b.Text = strings.ReplaceAll(b.Text, c.key, "[REDACTED]")
+		if bytes.Contains(b.Input, []byte(c.key)) {
+			in := bytes.ReplaceAll(b.Input, []byte(c.key), []byte("[REDACTED]"))
+			if err := checkObject(in); err != nil {
+				return malformed("tool_use input holds the API key")
+			}
+			b.Input = in
+		}
+	}
+	return nil
 }
 
 func (c *client) clean(s string, n int) string {

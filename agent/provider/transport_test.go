@@ -353,3 +353,56 @@ func TestMaxAttemptsCapsRetries(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyNeverInResponses: a server that echoes the key into a successful
+// response's model name, request id, text and tool input gets it
+// redacted from everything Complete returns.
+func TestKeyNeverInResponses(t *testing.T) {
+	key := func(r *http.Request) string {
+		if k := r.Header.Get("x-api-key"); k != "" {
+			return k
+		}
+		return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	h := func(w http.ResponseWriter, r *http.Request) {
+		k := key(r)
+		w.Header().Set("request-id", "req-"+k)
+		w.Header().Set("x-request-id", "req-"+k)
+		if r.Header.Get("x-api-key") != "" {
+			reply(200, `{"type":"message","role":"assistant","model":"m-`+k+`","content":[{"type":"text","text":"k=`+k+`"},`+
+				`{"type":"tool_use","id":"t1","name":"read","input":{"path":"`+k+`"}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}`)(w, r)
+			return
+		}
+		reply(200, `{"object":"chat.completion","model":"m-`+k+`","choices":[{"message":{"role":"assistant","content":"k=`+k+`",`+
+			`"tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{\"path\":\"`+k+`\"}"}}]},"finish_reason":"tool_calls"}],`+
+			`"usage":{"prompt_tokens":1,"completion_tokens":1}}`)(w, r)
+	}
+	f := newFake(t, h, h)
+	for name, p := range providers(t, f.URL, nil) {
+		resp, err := p.Complete(context.Background(), hello())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := fmt.Sprintf("%+v %s", *resp, resp.Content[1].Input); strings.Contains(got, testKey) {
+			t.Errorf("%s: the response holds the key: %s", name, got)
+		}
+		if !strings.Contains(resp.Content[0].Text, "[REDACTED]") || !strings.Contains(string(resp.Content[1].Input), "[REDACTED]") {
+			t.Errorf("%s: nothing was redacted: %+v", name, resp)
+		}
+	}
+}
+
+// TestHostileToolNames: tool names and ids that could carry terminal
+// escapes, and absurd counts, make the response malformed.
+func TestHostileToolNames(t *testing.T) {
+	for _, r := range []Response{
+		{Content: []Block{{Type: "tool_use", ID: "t1", Name: "\x1b]0;PWNED\x07", Input: []byte(`{}`)}}, StopReason: "tool_use"},
+		{Content: []Block{{Type: "tool_use", ID: "t\x1b[2J", Name: "read", Input: []byte(`{}`)}}, StopReason: "tool_use"},
+		{Content: []Block{{Type: "text", Text: "x"}}, StopReason: "end_turn", Usage: Usage{InputTokens: 1 << 50, Reported: true}},
+		{Content: []Block{{Type: "text", Text: "x"}}, StopReason: "end_turn", Attempts: 1 << 30},
+	} {
+		if err := validateResponse(&r); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%+v: %v, want malformed", r, err)
+		}
+	}
+}

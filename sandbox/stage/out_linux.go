@@ -90,6 +90,10 @@ func out(staging, workspace *os.File, outputs []string, lim Limits, present bool
 		if err != nil {
 			return nil, pl.abort(err)
 		}
+		if present && isDir(&st) {
+			src.Close()
+			return nil, pl.abort(refuse(p, "is a directory; only a regular file may be returned at a declared path"))
+		}
 		err = pl.add(src, &st, p, 0)
 		src.Close()
 		if err != nil {

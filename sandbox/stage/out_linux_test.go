@@ -504,4 +504,13 @@ func TestOutPresentSkipsOnlyMissing(t *testing.T) {
 	if got := read(t, filepath.Join(ws, "a")); got != "new" {
 		t.Fatalf("a = %q after a refused copy", got)
 	}
+	// A declared output file turned into a tree of undeclared files
+	// (a nested repository with hooks, say) is refused whole.
+	write(t, st, "c/.git/hooks/pre-commit", "#!/bin/sh\n")
+	write(t, st, "c/extra", "x")
+	_, err = OutPresent(openDir(t, st), openDir(t, ws), []string{"a", "c"}, DefaultLimits())
+	wantPathErr(t, err, ErrRefused, "c")
+	if _, err := os.Lstat(filepath.Join(ws, "c")); err == nil {
+		t.Fatal("a directory came back at a declared file path")
+	}
 }

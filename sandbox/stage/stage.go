@@ -263,12 +263,13 @@ func Out(staging, workspace *os.File, outputs []string, lim Limits) ([]File, err
 	return out(staging, workspace, outputs, lim, false)
 }
 
-// OutPresent is Out for outputs the program may or may not have made: a
-// declared output missing from staging (ErrMissing) is skipped, and
-// everything else is as for Out, so a symlink, hard link or special file
-// at a declared path still refuses the whole copy. The agent runner uses
-// it: a manifest declares every file the model may write, and each
-// command writes some of them.
+// OutPresent is Out for declared output files the program may or may not
+// have made: a declared output missing from staging (ErrMissing) is
+// skipped, and a directory at a declared path refuses the whole copy
+// (only a regular file may come back at exactly that path); everything
+// else is as for Out, so a symlink, hard link or special file still
+// refuses it. The agent runner uses it: a manifest declares exactly the
+// files the model may write, and each command writes some of them.
 func OutPresent(staging, workspace *os.File, outputs []string, lim Limits) ([]File, error) {
 	if err := lim.check(); err != nil {
 		return nil, err
