@@ -546,8 +546,12 @@ func TestTamperedJournalRefusesNextRun(t *testing.T) {
 				}
 				// With result.json, its committed head refuses the journal;
 				// without, the chain does when the journal is opened.
+				// A signed run refuses any journal without a result.
 				want := "the journal no longer holds what the previous result committed to"
-				if !tc.keep {
+				switch {
+				case !tc.keep && signed:
+					want = "there is no " + ResultFile + " to check them against"
+				case !tc.keep:
 					want = JournalFile + ": refusing to append"
 				}
 				if !strings.Contains(err.Error(), want) {

@@ -99,6 +99,10 @@ type Commitments struct {
 	Manifest string      `json:"manifest"`
 	Journal  JournalHead `json:"journal"`
 	Body     string      `json:"body"`
+	// Since is the index of this run's run.start entry: the entries from
+	// there to the head are this run's. Earlier entries belong to earlier
+	// runs and are covered by the chain, not vouched for by this run.
+	Since int64 `json:"since"`
 }
 
 // JournalHead is a journal's entry count and last entry id.
@@ -151,8 +155,8 @@ func ParseResult(b []byte) (*Result, error) {
 			return nil, fmt.Errorf("commitments: %s: %w", name, err)
 		}
 	}
-	if c.Journal.Count < 1 {
-		return nil, fmt.Errorf("commitments: journal count %d", c.Journal.Count)
+	if c.Journal.Count < 1 || c.Since < 0 || c.Since >= c.Journal.Count {
+		return nil, fmt.Errorf("commitments: journal count %d, since %d", c.Journal.Count, c.Since)
 	}
 	return &res, nil
 }
@@ -184,6 +188,7 @@ func (r *run) seal(end journal.Entry) error {
 			Manifest: m.ID().String(),
 			Journal:  JournalHead{Count: head.Count, Head: head.ID.String()},
 			Body:     r.body.id().String(),
+			Since:    r.since,
 		},
 		Body: r.body,
 	}

@@ -55,8 +55,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/memory"
@@ -159,6 +161,7 @@ type run struct {
 	log   io.Writer
 	start time.Time
 
+	since   int64             // the index of this run's run.start entry
 	planned map[string][]byte // dry-run writes, by path: later reads see them
 	body    Body
 	tier    tier.Tier // the tier commands ran at, if ran
@@ -197,7 +200,7 @@ func start(cfg Config) (*run, error) {
 	if r.state, err = stateDir(cfg.Workspace); err != nil {
 		return nil, err
 	}
-	for _, f := range []string{lockFile, JournalFile, ResultFile} {
+	for _, f := range []string{lockFile, JournalFile, ResultFile, ManifestFile, ReceiptFile, AttestationFile, PubkeyFile} {
 		if err := regularOrAbsent(filepath.Join(r.state, f)); err != nil {
 			return nil, err
 		}
@@ -246,7 +249,7 @@ func stateDir(ws string) (string, error) {
 		return "", fmt.Errorf("runner: %w", err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("runner: %s is a %s, not a directory; remove it (cordon keeps its state there)", dir, fi.Mode().Type())
+		return "", fmt.Errorf("runner: %s is %s, not a directory; remove it (cordon keeps its state there)", dir, describe(fi.Mode()))
 	}
 	return dir, nil
 }
@@ -257,6 +260,13 @@ func stateDir(ws string) (string, error) {
 func checkPrevious(state string, key *sign.PrivateKey) error {
 	b, err := readNoFollow(filepath.Join(state, ResultFile), maxResultBytes)
 	if errors.Is(err, os.ErrNotExist) {
+		// Every finished run leaves a result. A signed run does not vouch
+		// for a journal whose result is gone (deleted, or a run that
+		// crashed): what it held cannot be checked any more.
+		if fi, jerr := os.Lstat(filepath.Join(state, JournalFile)); key != nil && jerr == nil && fi.Size() > 0 {
+			return fmt.Errorf("runner: %s has entries but there is no %s to check them against, so a signed run will not extend it; "+
+				"check it with 'cordon verify journal' and move %s away to start a new record", JournalFile, ResultFile, state)
+		}
 		return nil
 	}
 	if err != nil {
@@ -291,9 +301,26 @@ func regularOrAbsent(name string) error {
 	case err != nil:
 		return fmt.Errorf("runner: %w", err)
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("runner: %s is a %s, not a regular file; remove it", name, fi.Mode().Type())
+		return fmt.Errorf("runner: %s is %s, not a regular file; remove it", name, describe(fi.Mode()))
 	}
 	return nil
+}
+
+// describe names a file's type in words.
+func describe(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
 }
 
 // openRegular opens a regular file for reading without following a link
@@ -349,8 +376,25 @@ func (r *run) record(typ string, body any) (journal.Entry, error) {
 	return e, nil
 }
 
+// logf writes one line for the operator. Model- and provider-chosen text
+// reaches it (tool names, refusal reasons, argv), so control, C1 and
+// format characters (terminal escapes, bidirectional overrides) are
+// written escaped, never raw.
 func (r *run) logf(format string, args ...any) {
-	fmt.Fprintf(r.log, format+"\n", args...)
+	fmt.Fprintln(r.log, printable(fmt.Sprintf(format, args...)))
+}
+
+func printable(s string) string {
+	var b strings.Builder
+	for _, c := range strings.ToValidUTF8(s, "\uFFFD") {
+		if unicode.IsControl(c) || unicode.Is(unicode.Cf, c) {
+			q := strconv.QuoteRuneToASCII(c)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 func (r *run) run(ctx context.Context) (*Outcome, error) {
@@ -361,6 +405,7 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 		Start: r.start.UTC().Format(time.RFC3339Nano), Writes: []WriteEffect{}, Runs: []RunEffect{}, Tasks: []TaskResult{},
 		Memory: r.mem.Kind(),
 	}
+	r.since = r.jw.Head().Count
 	if _, err := r.record("run.start", map[string]any{
 		"manifest": m.ID().String(), "apply": r.cfg.Apply, "provider": r.cfg.Provider.Name(), "model": m.Model,
 		"grants": m.Grants.ID().String(), "memory": map[string]string{"kind": r.mem.Kind(), "reason": r.mem.Reason()},

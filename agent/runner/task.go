@@ -106,6 +106,8 @@ func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 		return "", err
 	}
 	r.logf("task %s: %s", t.id, status)
+	self := len(r.body.Tasks) - 1
+	ran := false
 	for i, p := range t.pending {
 		child := &task{id: fmt.Sprintf("%s.%d", t.id, i+1), m: p.m, parent: t, run: r}
 		child.deadline = time.Now().Add(time.Duration(p.m.Budgets.WallMS) * time.Millisecond)
@@ -121,6 +123,21 @@ func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 		}
 		if _, err := r.runTask(ctx, child); err != nil {
 			return "", err
+		}
+		ran = true
+	}
+	if ran && status == StatusVerified {
+		// The sub-tasks ran after this task was verified and may have
+		// changed what it verified: verify again, once, and let that
+		// decide the task's status.
+		_, pass, _, err := r.verify(ctx, t, true)
+		if err != nil {
+			return "", err
+		}
+		if !pass {
+			status = StatusVerifyFailed
+			r.body.Tasks[self].Status = status
+			r.logf("task %s: %s after its sub-tasks ran", t.id, status)
 		}
 	}
 	if t.parent == nil { // the run's totals: the root's usage includes its sub-tasks'
@@ -234,20 +251,37 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			}
 			return StatusModelStopped, nil
 		}
+		if len(calls) > MaxToolCalls {
+			if _, err := r.record("model.error", map[string]any{"task": t.id, "turn": turn,
+				"error": fmt.Sprintf("%d tool calls in one response; at most %d are run, so none were", len(calls), MaxToolCalls)}); err != nil {
+				return "", err
+			}
+			r.logf("task %s: the model made %d tool calls in one response (at most %d); stopping", t.id, len(calls), MaxToolCalls)
+			return StatusModelError, nil
+		}
 		var results []provider.Block
 		finished, status := false, ""
+		resultBytes := 0
 		for _, b := range resp.Content {
 			if b.Type != "tool_use" {
 				continue
 			}
-			if finished {
+			switch {
+			case finished:
 				results = append(results, r.refused(t, b, "the task already finished in this turn; calls after finish are not run"))
+				continue
+			case !time.Now().Before(t.deadline):
+				results = append(results, r.refused(t, b, "the wall-clock budget is spent"))
+				continue
+			case resultBytes >= MaxTurnResultBytes:
+				results = append(results, r.refused(t, b, fmt.Sprintf("this turn's tool results already hold %d bytes; call it again next turn", resultBytes)))
 				continue
 			}
 			res, done, st, err := r.call(ctx, t, b)
 			if err != nil {
 				return "", err
 			}
+			resultBytes += len(res.Text)
 			results = append(results, res)
 			if done {
 				finished, status = true, st

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/cordon-dev/cordon/agent/gitgate"
@@ -23,13 +24,15 @@ import (
 	"github.com/cordon-dev/cordon/tier"
 )
 
-// Limits on run tool calls.
+// Limits on tool calls.
 const (
-	MaxArgs      = 256       // argv tokens
-	MaxArgBytes  = 4096      // bytes of one token
-	maxCapture   = 64 << 10  // stdout or stderr kept from a command
-	maxFeedback  = 16 << 10  // command output given back to the model
-	maxToolInput = 2<<20 + 1 // bytes of one tool call's input
+	MaxToolCalls       = 64        // tool calls in one model response; a response with more ends the task
+	MaxTurnResultBytes = 1 << 20   // tool result text in one turn; later calls in the turn are refused
+	MaxArgs            = 256       // argv tokens
+	MaxArgBytes        = 4096      // bytes of one token
+	maxCapture         = 64 << 10  // stdout or stderr kept from a command
+	maxFeedback        = 16 << 10  // command output given back to the model
+	maxToolInput       = 2<<20 + 1 // bytes of one tool call's input
 )
 
 // ShellMetacharacters are refused in every argv token of a run call:
@@ -267,8 +270,8 @@ func checkArgv(m *manifest.Manifest, argv []string) ([]string, error) {
 			return nil, refusef("argv[%d] is not valid UTF-8", i)
 		case strings.ContainsAny(a, ShellMetacharacters):
 			return nil, refusef("argv[%d] %q holds a shell metacharacter (one of %s); nothing is run through a shell", i, a, ShellMetacharacters)
-		case strings.IndexFunc(a, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0:
-			return nil, refusef("argv[%d] holds a control character", i)
+		case strings.IndexFunc(a, func(c rune) bool { return unicode.IsControl(c) || unicode.Is(unicode.Cf, c) }) >= 0:
+			return nil, refusef("argv[%d] holds a control or format character", i)
 		}
 	}
 	name := path.Base(argv[0])
@@ -526,20 +529,8 @@ func (r *run) finish(ctx context.Context, t *task) (done bool, status, feedback 
 		r.body.Runs = append(r.body.Runs, eff)
 		return true, StatusFinished, "", nil
 	}
-	argv, cerr := checkArgv(t.m, v)
-	var out string
-	pass := false
-	if cerr == nil {
-		out, pass, cerr = r.execute(ctx, t, "verify", argv, "verify")
-	}
-	var rf *refusal
-	if cerr != nil && !errors.As(cerr, &rf) {
-		return false, "", "", cerr
-	}
-	if cerr != nil {
-		out = "the verify command could not run: " + rf.reason
-	}
-	if _, err := r.record("verify", map[string]any{"task": t.id, "argv": v, "pass": pass, "loop": t.used.loops}); err != nil {
+	out, pass, cerr, err := r.verify(ctx, t, false)
+	if err != nil {
 		return false, "", "", err
 	}
 	if pass {
@@ -548,11 +539,13 @@ func (r *run) finish(ctx context.Context, t *task) (done bool, status, feedback 
 	if cerr != nil {
 		return true, StatusVerifyFailed, "", nil // nothing the model does can make it run
 	}
-	if t.used.loops >= t.m.Budgets.MaxLoops {
-		if err := r.budgetEvent(t, t, "max_loops", t.used.loops, t.m.Budgets.MaxLoops, "spent; the verify failure ends the task"); err != nil {
-			return false, "", "", err
+	for a := t; a != nil; a = a.parent { // loops are charged to every ancestor
+		if a.used.loops >= a.m.Budgets.MaxLoops {
+			if err := r.budgetEvent(t, a, "max_loops", a.used.loops, a.m.Budgets.MaxLoops, "spent; the verify failure ends the task"); err != nil {
+				return false, "", "", err
+			}
+			return true, StatusVerifyFailed, "", nil
 		}
-		return true, StatusVerifyFailed, "", nil
 	}
 	t.charge(func(u *usage) { u.loops++ })
 	if _, err := r.record("loop", map[string]any{"task": t.id, "loop": t.used.loops, "limit": t.m.Budgets.MaxLoops}); err != nil {
@@ -560,4 +553,25 @@ func (r *run) finish(ctx context.Context, t *task) (done bool, status, feedback 
 	}
 	return false, "", fmt.Sprintf("The verify command %q failed (attempt %d of %d); fix the problem and finish again.\n%s",
 		strings.Join(v, " "), t.used.loops, t.m.Budgets.MaxLoops, out), nil
+}
+
+// verify runs the task's verify command (applied runs only) and records
+// it. cerr is the refusal when it could not run; err a journal failure.
+func (r *run) verify(ctx context.Context, t *task, final bool) (out string, pass bool, cerr, err error) {
+	v := t.m.Verify
+	argv, cerr := checkArgv(t.m, v)
+	if cerr == nil {
+		out, pass, cerr = r.execute(ctx, t, "verify", argv, "verify")
+	}
+	var rf *refusal
+	if cerr != nil && !errors.As(cerr, &rf) {
+		return "", false, nil, cerr
+	}
+	if cerr != nil {
+		out = "the verify command could not run: " + rf.reason
+	}
+	if _, err := r.record("verify", map[string]any{"task": t.id, "argv": v, "pass": pass, "loop": t.used.loops, "final": final}); err != nil {
+		return "", false, nil, err
+	}
+	return out, pass, cerr, nil
 }

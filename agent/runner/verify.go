@@ -62,7 +62,14 @@ func (r *Report) add(name string, err error, detail string) bool {
 func Verify(workspace string, pub *sign.PublicKey) *Report {
 	rep := &Report{}
 	state := filepath.Join(workspace, StateDir)
-	b, err := readNoFollow(filepath.Join(state, ResultFile), maxResultBytes)
+	var b []byte
+	fi, err := os.Lstat(state)
+	if err == nil && !fi.IsDir() {
+		err = fmt.Errorf("%s is %s, not a directory (a link to another workspace's record is not followed)", state, describe(fi.Mode()))
+	}
+	if err == nil {
+		b, err = readNoFollow(filepath.Join(state, ResultFile), maxResultBytes)
+	}
 	var res *Result
 	if err == nil {
 		res, err = ParseResult(b)
@@ -107,7 +114,11 @@ func Verify(workspace string, pub *sign.PublicKey) *Report {
 	if err == nil {
 		err = checkEnd(entries[len(entries)-1], c)
 	}
-	rep.add("journal", err, fmt.Sprintf("%d entries, head %s, ending in run.end for this body", c.Journal.Count, c.Journal.Head))
+	if err == nil {
+		err = checkSince(entries, c)
+	}
+	rep.add("journal", err, fmt.Sprintf("%d entries, head %s; this run's are %d to %d, from run.start of this manifest to run.end of this body",
+		c.Journal.Count, c.Journal.Head, c.Since, c.Journal.Count-1))
 
 	if res.Signature == nil {
 		// An unsigned run removes these; beside an unsigned result they
@@ -190,6 +201,30 @@ func checkEnd(last journal.Entry, c Commitments) error {
 	}
 	if end.Body != c.Body {
 		return fmt.Errorf("run.end names body %q; the result commits to %s", end.Body, c.Body)
+	}
+	return nil
+}
+
+// checkSince checks that the run's entries begin at a run.start of the
+// committed manifest, with no other run started after it.
+func checkSince(entries []journal.Entry, c Commitments) error {
+	start := entries[c.Since]
+	if start.Type != "run.start" {
+		return fmt.Errorf("entry %d, where the result says this run starts, is %q, not run.start", c.Since, start.Type)
+	}
+	var body struct {
+		Manifest string `json:"manifest"`
+	}
+	if err := json.Unmarshal(start.Body().AppendJCS(nil), &body); err != nil {
+		return fmt.Errorf("run.start: %w", err)
+	}
+	if body.Manifest != c.Manifest {
+		return fmt.Errorf("run.start at entry %d names manifest %q, not %s", c.Since, body.Manifest, c.Manifest)
+	}
+	for _, e := range entries[c.Since+1:] {
+		if e.Type == "run.start" {
+			return fmt.Errorf("entry %d starts another run inside this one", e.Index)
+		}
 	}
 	return nil
 }

@@ -58,7 +58,14 @@ func runRun(e *env, args []string) error {
 	}
 	p, err := newProvider(m, ws, *keyEnv)
 	if err != nil {
+		if m.Provider == "replay" {
+			return fmt.Errorf("run: %w", err)
+		}
 		return withHint(fmt.Errorf("run: %w", err), "API keys are read only from the environment")
+	}
+	if m.Provider != "replay" {
+		// The key goes wherever the manifest says: say where.
+		fmt.Fprintf(e.stderr, "cordon: model %s: %v\n", m.Model, p)
 	}
 	key, err := auditKey(*keyFile)
 	if err != nil {
@@ -134,9 +141,10 @@ func auditKey(file string) (*sign.PrivateKey, error) {
 	return stewardKey("")
 }
 
-// readLimited reads a regular file of at most limit bytes.
+// readLimited reads a regular file of at most limit bytes; a FIFO or
+// device at name is refused without blocking.
 func readLimited(name string, limit int64) ([]byte, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, os.O_RDONLY|oNonblock, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +193,7 @@ func verifyRun(e *env, args []string) error {
 	}
 	var pub *sign.PublicKey
 	if *pubkey != "" {
-		b, err := os.ReadFile(*pubkey)
+		b, err := readLimited(*pubkey, 1<<16)
 		if err != nil {
 			return fmt.Errorf("verify run: --pubkey: %w", err)
 		}
