@@ -253,6 +253,9 @@ func checkText(text string) error {
 		if unicode.IsControl(r) && r != '\n' && r != '\t' {
 			return fmt.Errorf("%w: control character %U at byte %d; only newline and tab are allowed", ErrInvalid, r, i)
 		}
+		if isBidi(r) {
+			return fmt.Errorf("%w: bidirectional control %U at byte %d could make the text read differently on a terminal", ErrInvalid, r, i)
+		}
 	}
 	return nil
 }
@@ -427,4 +430,16 @@ func (b *box) syncDir() error {
 		return fmt.Errorf("mailbox: sync %s: %w", b.name, err)
 	}
 	return nil
+}
+
+// isBidi reports the Unicode bidirectional formatting characters, which
+// can make a message display differently from what it says.
+func isBidi(r rune) bool {
+	switch {
+	case r == 0x061C, r == 0x200E, r == 0x200F:
+		return true
+	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }

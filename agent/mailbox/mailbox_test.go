@@ -365,6 +365,8 @@ func TestBadTextRefused(t *testing.T) {
 		"bad UTF-8":      "a\xffb",
 		"surrogate":      "\xed\xa0\x80",
 		"truncated rune": "é"[:1],
+		"RLO":            "invoice\u202egnp.exe",
+		"isolate":        "a\u2067b\u2069",
 	} {
 		if _, err := Post(ws, FromAgent, text, t0); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: Post = %v, want ErrInvalid", name, err)
