@@ -428,20 +428,7 @@ func TestVerifyLoops(t *testing.T) {
 // TestSpawn: sub-tasks must be covered by the parent, are bounded by
 // max_pending_tasks, and charge the parent's budgets.
 func TestSpawn(t *testing.T) {
-	child := func(edit func(m map[string]any)) string {
-		m := map[string]any{
-			"type": "cordon.manifest.v1", "task": "sub", "model": map[string]any{"provider": "openai", "name": "m", "base_url": "http://127.0.0.1:1/v1"},
-			"inputs": []string{"in"}, "outputs": []string{"out.txt"}, "commands": []string{"python3"},
-			"grants": map[string]any{"type": "cordon.grants.v1", "code": "untrusted", "tenancy": "single", "confidential": false,
-				"exec": map[string]any{"allow": []any{map[string]any{"name": "python3"}}}, "limits": map[string]any{"wall_ms": 60000}},
-			"budgets": map[string]any{"max_turns": 5, "max_model_calls": 5, "max_input_tokens": 1000, "max_output_tokens": 1000,
-				"wall_ms": 60000, "max_loops": 0, "max_pending_tasks": 0},
-		}
-		if edit != nil {
-			edit(m)
-		}
-		return fmt.Sprintf(`{"manifest":%s}`, mustJSON(m))
-	}
+	child := childManifest
 	for _, tc := range []struct {
 		name string
 		edit func(m map[string]any)
