@@ -42,12 +42,12 @@ func (m *wireModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	if err := json.Unmarshal(body, &req); err != nil {
-		http.Error(w, err.Error(), 400)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	auth := r.Header.Get("x-api-key") + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if auth != wireKey {
-		http.Error(w, "bad key", 401)
+		http.Error(w, "bad key", http.StatusUnauthorized)
 		return
 	}
 	if len(req.Tools) != 6 {
@@ -70,7 +70,7 @@ func (m *wireModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		text = "done"
 	default:
-		http.Error(w, "too many turns", 500)
+		http.Error(w, "too many turns", http.StatusInternalServerError)
 		return
 	}
 	if m.openai {
