@@ -197,7 +197,12 @@ func List(workspace, from string) ([]Message, error) {
 // the operator log's lock throughout, so concurrent calls never return
 // the same message twice. When it returns an error it has marked nothing
 // read.
-func Unread(workspace string) ([]Message, error) {
+func Unread(workspace string) ([]Message, error) { return UnreadUpTo(workspace, 0) }
+
+// UnreadUpTo is Unread for at most maxBytes of message text (0: no
+// limit): it returns the oldest unread messages that fit, at least one,
+// and marks only those read; the rest stay unread for the next call.
+func UnreadUpTo(workspace string, maxBytes int) ([]Message, error) {
 	b, err := openBox(workspace, false)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -223,10 +228,15 @@ func Unread(workspace string) ([]Message, error) {
 	if last == int64(len(msgs)) {
 		return nil, nil
 	}
-	if err := b.writeCursor(int64(len(msgs))); err != nil {
+	end, size := last+1, len(msgs[last].Text)
+	for end < int64(len(msgs)) && (maxBytes <= 0 || size+len(msgs[end].Text) <= maxBytes) {
+		size += len(msgs[end].Text)
+		end++
+	}
+	if err := b.writeCursor(end); err != nil {
 		return nil, err
 	}
-	return msgs[last:], nil
+	return msgs[last:end], nil
 }
 
 func checkSender(from string) error {

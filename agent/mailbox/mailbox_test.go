@@ -583,3 +583,31 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnreadUpTo: a byte limit delivers the oldest messages that fit (at
+// least one) and leaves the rest unread, never dropping any.
+func TestUnreadUpTo(t *testing.T) {
+	ws := t.TempDir()
+	for _, text := range []string{"aaaa", "bbbb", "cccccccc", "d"} {
+		mustPost(t, ws, FromOperator, text)
+	}
+	var got []string
+	for range 5 {
+		msgs, err := UnreadUpTo(ws, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var batch []string
+		for _, m := range msgs {
+			batch = append(batch, m.Text)
+		}
+		got = append(got, strings.Join(batch, "+"))
+	}
+	if want := "aaaa+bbbb,cccccccc,d,,"; strings.Join(got, ",") != want {
+		t.Fatalf("batches %q, want %q", strings.Join(got, ","), want)
+	}
+	mustPost(t, ws, FromOperator, strings.Repeat("e", 20))
+	if msgs, err := UnreadUpTo(ws, 8); err != nil || len(msgs) != 1 {
+		t.Fatalf("a message longer than the limit: %v %v", msgs, err)
+	}
+}

@@ -231,7 +231,7 @@ func (c *client) once(ctx context.Context, body []byte) (resp []byte, reqID stri
 		return nil, "", 0, true, fmt.Errorf("%s: %w", c.name, err)
 	}
 	defer r.Body.Close()
-	reqID = sanitizeID(c.clean(r.Header.Get(c.idHeader), 1024))
+	reqID = c.Redact(sanitizeID(c.Redact(r.Header.Get(c.idHeader))))
 	b, err := io.ReadAll(io.LimitReader(r.Body, c.maxBytes+1))
 	if int64(len(b)) > c.maxBytes {
 		return nil, reqID, 0, false, fmt.Errorf("%s: HTTP %d: body over %d bytes: %w", c.name, r.StatusCode, c.maxBytes, ErrTooLarge)
@@ -288,19 +288,34 @@ func (c *client) complete(ctx context.Context, req Request, model string,
 
 // scrub removes the key from everything a response carries into the
 // runner's record (a hostile server may echo request headers back in any
-// field) and bounds the model name.
+// field) and bounds the model name. A tool id or name holding the key is
+// malformed; tool inputs are redacted in their decoded strings (a JSON
+// escape cannot hide the key) and re-encoded.
 func (c *client) scrub(r *Response) error {
-	r.Model = c.clean(r.Model, 256) // the request id was cleaned as it was read
+	r.Model = c.clean(r.Model, 256) // the request id was redacted as it was read
 	if c.key == "" {
 		return nil
 	}
 	for i := range r.Content {
 		b := &r.Content[i]
-		b.Text = strings.ReplaceAll(b.Text, c.key, "[REDACTED]")
-		if bytes.Contains(b.Input, []byte(c.key)) {
-			in := bytes.ReplaceAll(b.Input, []byte(c.key), []byte("[REDACTED]"))
-			if err := checkObject(in); err != nil {
-				return malformed("tool_use input holds the API key")
+		b.Text = c.Redact(b.Text)
+		if b.Type != "tool_use" {
+			continue
+		}
+		if c.Redact(b.ID) != b.ID || c.Redact(b.Name) != b.Name {
+			return malformed("content %d: a tool_use id or name holds the API key", i)
+		}
+		var v any
+		d := json.NewDecoder(bytes.NewReader(b.Input))
+		d.UseNumber() // a re-encoded input keeps its numbers exactly
+		if err := d.Decode(&v); err != nil {
+			return malformed("content %d: tool_use input: %v", i, err)
+		}
+		v, changed := c.redactValue(v)
+		if changed {
+			in, err := json.Marshal(v)
+			if err != nil {
+				return malformed("content %d: tool_use input: %v", i, err)
 			}
 			b.Input = in
 		}
@@ -308,10 +323,37 @@ func (c *client) scrub(r *Response) error {
 	return nil
 }
 
-func (c *client) clean(s string, n int) string {
-	if c.key != "" {
-		s = strings.ReplaceAll(s, c.key, "[REDACTED]")
+// redactValue redacts every string and member name of a decoded JSON
+// value.
+func (c *client) redactValue(v any) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		y := c.Redact(x)
+		return y, y != x
+	case []any:
+		changed := false
+		for i := range x {
+			var ch bool
+			x[i], ch = c.redactValue(x[i])
+			changed = changed || ch
+		}
+		return x, changed
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		changed := false
+		for k, e := range x {
+			e, ch := c.redactValue(e)
+			k2 := c.Redact(k)
+			out[k2] = e
+			changed = changed || ch || k2 != k
+		}
+		return out, changed
 	}
+	return v, false
+}
+
+func (c *client) clean(s string, n int) string {
+	s = c.Redact(s)
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
 			return ' '
@@ -349,10 +391,14 @@ func (e *redactedError) Error() string   { return e.msg }
 func (e *redactedError) Unwrap() []error { return e.kinds }
 
 func (c *client) redact(err error) error {
-	if err == nil || c.key == "" || !strings.Contains(err.Error(), c.key) {
+	if err == nil || c.key == "" {
 		return err
 	}
-	r := &redactedError{msg: strings.ReplaceAll(err.Error(), c.key, "[REDACTED]")}
+	msg := c.Redact(err.Error())
+	if msg == err.Error() {
+		return err
+	}
+	r := &redactedError{msg: msg}
 	for _, k := range []error{ErrMalformed, ErrTooLarge, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, k) {
 			r.kinds = append(r.kinds, k)

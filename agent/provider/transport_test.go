@@ -369,8 +369,9 @@ func TestKeyNeverInResponses(t *testing.T) {
 		w.Header().Set("request-id", "req-"+k)
 		w.Header().Set("x-request-id", "req-"+k)
 		if r.Header.Get("x-api-key") != "" {
+			esc := `\u00` + fmt.Sprintf("%x", k[0]) + k[1:] // the key with its first byte JSON-escaped
 			reply(200, `{"type":"message","role":"assistant","model":"m-`+k+`","content":[{"type":"text","text":"k=`+k+`"},`+
-				`{"type":"tool_use","id":"t1","name":"read","input":{"path":"`+k+`"}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}`)(w, r)
+				`{"type":"tool_use","id":"t1","name":"read","input":{"path":"`+esc+`","`+esc+`":[1,"`+k[:20]+` `+k[20:]+`"]}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}`)(w, r)
 			return
 		}
 		reply(200, `{"object":"chat.completion","model":"m-`+k+`","choices":[{"message":{"role":"assistant","content":"k=`+k+`",`+
@@ -404,5 +405,21 @@ func TestHostileToolNames(t *testing.T) {
 		if err := validateResponse(&r); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%+v: %v, want malformed", r, err)
 		}
+	}
+}
+
+// TestKeyInToolIDRefused: a tool id or name carrying the key makes the
+// response malformed rather than recorded.
+func TestKeyInToolIDRefused(t *testing.T) {
+	h := func(w http.ResponseWriter, r *http.Request) {
+		k := r.Header.Get("x-api-key")
+		reply(200, `{"type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"`+k+`","name":"read","input":{}}],`+
+			`"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}`)(w, r)
+	}
+	f := newFake(t, h)
+	p := providers(t, f.URL, func(c *Config) { c.MaxRetries = -1 })["anthropic"]
+	_, err := p.Complete(context.Background(), hello())
+	if !errors.Is(err, ErrMalformed) || strings.Contains(err.Error(), testKey) {
+		t.Fatalf("Complete = %v", err)
 	}
 }

@@ -26,6 +26,9 @@ const (
 
 const maxResultBytes = 16 << 20
 
+var statuses = map[string]bool{StatusFinished: true, StatusVerified: true, StatusVerifyFailed: true,
+	StatusBudgetExhausted: true, StatusModelError: true, StatusModelStopped: true, StatusCancelled: true}
+
 // Body is what a run did: the result body that result.json commits to.
 type Body struct {
 	Type         string        `json:"type"`
@@ -148,6 +151,14 @@ func ParseResult(b []byte) (*Result, error) {
 	}
 	if res.Body.Type != BodyType {
 		return nil, fmt.Errorf("body type %q, want %q", res.Body.Type, BodyType)
+	}
+	if !statuses[res.Body.Status] {
+		return nil, fmt.Errorf("body status %q is not a run status", res.Body.Status)
+	}
+	for _, t := range res.Body.Tasks {
+		if !statuses[t.Status] {
+			return nil, fmt.Errorf("task %q status %q is not a run status", t.ID, t.Status)
+		}
 	}
 	c := res.Commitments
 	for name, s := range map[string]string{"manifest": c.Manifest, "journal head": c.Journal.Head, "body": c.Body} {

@@ -4,6 +4,7 @@ package runner
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -194,5 +195,106 @@ func TestOperatorLogEscaped(t *testing.T) {
 	res := toolResults(s)
 	if !strings.Contains(res[1].Text, "format character") || !strings.Contains(res[2].Text, "control or format") {
 		t.Fatalf("results %+v", res)
+	}
+}
+
+// TestRecordBounds: what a hostile model or provider sends cannot make a
+// journal entry too large after effects have happened: a huge response's
+// calls are counted, not listed; refusal reasons are cut; a command whose
+// record could not be journalled does not run; the key is removed from
+// everything recorded.
+func TestRecordBounds(t *testing.T) {
+	t.Run("thousands of calls", func(t *testing.T) {
+		ws := newWorkspace(t, defaultFiles())
+		var bs []provider.Block
+		for i := range 4000 {
+			b := call("read", `{"path":"in"}`)
+			b.ID = fmt.Sprintf("%0256d", i)
+			bs = append(bs, b)
+		}
+		s := &script{resps: []*provider.Response{calls(bs...)}}
+		out, err := runScript(t, ws, baseManifest(t, nil), s, runOpts{apply: true})
+		if err != nil || out.Status != StatusModelError {
+			t.Fatalf("%v %+v", err, out)
+		}
+		mustVerify(t, ws)
+	})
+	t.Run("huge member name", func(t *testing.T) {
+		ws := newWorkspace(t, defaultFiles())
+		s := &script{resps: []*provider.Response{calls(call("read", `{"`+strings.Repeat("x", 2<<20-100)+`":1}`)), finish("x")}}
+		out, err := runScript(t, ws, baseManifest(t, nil), s, runOpts{})
+		if err != nil || out.Status != StatusFinished || out.Body.Refused != 1 || len(refusals(t, ws)[0]) > 1100 {
+			t.Fatalf("%v %+v", err, out)
+		}
+	})
+	t.Run("oversized command record", func(t *testing.T) {
+		ws := newWorkspace(t, defaultFiles())
+		args := `"python3"` + strings.Repeat(`,"`+strings.Repeat("a", 4096)+`"`, 255)
+		sb := okSandbox()
+		s := &script{resps: []*provider.Response{calls(call("run", `{"argv":[`+args+`]}`)), finish("x")}}
+		runScript(t, ws, baseManifest(t, nil), s, runOpts{apply: true, sb: sb})
+		if res := toolResults(s); len(sb.specs) != 0 || !strings.Contains(res[0].Text, "more than the journal takes") {
+			t.Fatalf("ran: %d specs, %q", len(sb.specs), res[0].Text[:min(200, len(res[0].Text))])
+		}
+	})
+	t.Run("key in what is recorded", func(t *testing.T) {
+		const key = "sk-live-0123456789-ABCDEFGHIJKLMNOP-qrstuv"
+		ws := newWorkspace(t, defaultFiles())
+		s := &redactingScript{script: script{resps: []*provider.Response{
+			calls(call("read", `{"path":"`+key+`"}`), call("mailbox", `{"action":"post","text":"k=`+key+`"}`)),
+			{Content: []provider.Block{{Type: "text", Text: "summary " + key[:20]}, {Type: "text", Text: key[20:]}}, StopReason: "end_turn",
+				Usage: provider.Usage{InputTokens: 1, OutputTokens: 1, Reported: true}},
+		}}, key: key}
+		var log bytes.Buffer
+		runScript(t, ws, baseManifest(t, nil), nil, runOpts{cfg: func(c *Config) { c.Provider = s; c.Log = &log }})
+		filepath.Walk(filepath.Join(ws, StateDir), func(p string, fi os.FileInfo, err error) error {
+			if b, _ := os.ReadFile(p); err == nil && !fi.IsDir() && (bytes.Contains(b, []byte(key[:24])) || bytes.Contains(b, []byte(key[20:]))) {
+				t.Errorf("%s holds the key", p)
+			}
+			return nil
+		})
+		if strings.Contains(log.String(), key[:24]) {
+			t.Errorf("the log holds the key")
+		}
+	})
+}
+
+// redactingScript is a script provider that knows its key, as the real
+// clients do.
+type redactingScript struct {
+	script
+	key string
+}
+
+func (s *redactingScript) Redact(x string) string {
+	x = strings.ReplaceAll(x, s.key, "[REDACTED]")
+	for _, part := range []string{s.key[:20], s.key[20:]} {
+		x = strings.ReplaceAll(x, part, "[REDACTED]")
+	}
+	return x
+}
+
+// TestVerifyDetailsPrintable: a hostile result.json cannot put terminal
+// escapes or fake lines into what `cordon verify run` prints.
+func TestVerifyDetailsPrintable(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	if _, err := runScript(t, ws, baseManifest(t, nil), &script{resps: []*provider.Response{finish("x")}}, runOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(ws, StateDir, ResultFile)
+	b, _ := os.ReadFile(p)
+	var res Result
+	json.Unmarshal(b, &res)
+	res.Body.Status = "\x1b]0;PWNED\x07\nok   signature    signed by the trusted key"
+	res.Commitments.Body = res.Body.id().String()
+	os.WriteFile(p, jcs(res), 0o644)
+	rep := Verify(ws, nil)
+	if !rep.Failed() {
+		t.Fatal("a result with a made-up status verified")
+	}
+	for _, c := range rep.Checks {
+		if strings.ContainsAny(c.Detail, "\x1b\x07\n") {
+			t.Errorf("%s: raw control characters in %q", c.Name, c.Detail)
+		}
 	}
 }

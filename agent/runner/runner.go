@@ -369,6 +369,14 @@ func (r *run) record(typ string, body any) (journal.Entry, error) {
 	if err != nil {
 		return journal.Entry{}, fmt.Errorf("runner: journal body: %w", err)
 	}
+	// The JCS form escapes nothing a key is made of, so the key (and
+	// fragments of it a hostile provider split or cut) cannot hide from
+	// the redaction behind a JSON escape.
+	if j := string(v.AppendJCS(nil)); r.redact(j) != j {
+		if v, err = canon.Parse([]byte(r.redact(j))); err != nil {
+			return journal.Entry{}, fmt.Errorf("runner: journal body after removing the API key: %w", err)
+		}
+	}
 	e, err := r.jw.Append(typ, v)
 	if err != nil {
 		return journal.Entry{}, fmt.Errorf("runner: journal: %w", err)
@@ -381,7 +389,16 @@ func (r *run) record(typ string, body any) (journal.Entry, error) {
 // format characters (terminal escapes, bidirectional overrides) are
 // written escaped, never raw.
 func (r *run) logf(format string, args ...any) {
-	fmt.Fprintln(r.log, printable(fmt.Sprintf(format, args...)))
+	fmt.Fprintln(r.log, printable(r.redact(fmt.Sprintf(format, args...))))
+}
+
+// redact removes the provider's API key, and fragments of it, from s,
+// when the provider can say what its key is.
+func (r *run) redact(s string) string {
+	if rd, ok := r.cfg.Provider.(interface{ Redact(string) string }); ok {
+		return rd.Redact(s)
+	}
+	return s
 }
 
 func printable(s string) string {

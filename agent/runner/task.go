@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -28,6 +29,7 @@ type task struct {
 	pending  []*pendingTask
 	msgs     []provider.Message
 	summary  string
+	turnLeft int // bytes of tool results the current turn has left
 }
 
 type pendingTask struct {
@@ -205,18 +207,26 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 		})
 		var calls []map[string]string
 		var text strings.Builder
+		ncalls := 0
 		for _, b := range resp.Content {
 			switch b.Type {
 			case "tool_use":
-				calls = append(calls, map[string]string{"id": b.ID, "name": b.Name, "input": canon.Sum(b.Input).String()})
+				ncalls++
+				if ncalls <= MaxToolCalls {
+					calls = append(calls, map[string]string{"id": b.ID, "name": b.Name, "input": canon.Sum(b.Input).String()})
+				}
 			case "text":
 				text.WriteString(b.Text)
 			}
 		}
+		if ncalls > MaxToolCalls {
+			calls = nil // too many to record one by one: the count and the content's digest stand for them
+		}
+		content, _ := json.Marshal(resp.Content)
 		if _, err := r.record("model.response", map[string]any{"task": t.id, "turn": turn, "stop_reason": resp.StopReason,
-			"attempts": attempts, "request_id": resp.RequestID, "model": resp.Model,
+			"attempts": attempts, "request_id": resp.RequestID, "model": clip(resp.Model, 256),
 			"usage": map[string]any{"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens, "reported": resp.Usage.Reported},
-			"text":  canon.Sum([]byte(text.String())).String(), "tool_calls": calls}); err != nil {
+			"text":  canon.Sum([]byte(text.String())).String(), "content": canon.Sum(content).String(), "tool_call_count": ncalls, "tool_calls": calls}); err != nil {
 			return "", err
 		}
 		if !resp.Usage.Reported {
@@ -238,7 +248,7 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 		case "tool_use":
 		case "end_turn":
 			// A model that ends its turn without a tool call is finishing.
-			t.summary = text.String()
+			t.summary = r.redact(text.String())
 			done, status, feedback, err := r.finish(ctx, t)
 			if err != nil || done {
 				return status, err
@@ -251,12 +261,12 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			}
 			return StatusModelStopped, nil
 		}
-		if len(calls) > MaxToolCalls {
+		if ncalls > MaxToolCalls {
 			if _, err := r.record("model.error", map[string]any{"task": t.id, "turn": turn,
-				"error": fmt.Sprintf("%d tool calls in one response; at most %d are run, so none were", len(calls), MaxToolCalls)}); err != nil {
+				"error": fmt.Sprintf("%d tool calls in one response; at most %d are run, so none were", ncalls, MaxToolCalls)}); err != nil {
 				return "", err
 			}
-			r.logf("task %s: the model made %d tool calls in one response (at most %d); stopping", t.id, len(calls), MaxToolCalls)
+			r.logf("task %s: the model made %d tool calls in one response (at most %d); stopping", t.id, ncalls, MaxToolCalls)
 			return StatusModelError, nil
 		}
 		var results []provider.Block
@@ -266,20 +276,30 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			if b.Type != "tool_use" {
 				continue
 			}
+			why := ""
 			switch {
 			case finished:
-				results = append(results, r.refused(t, b, "the task already finished in this turn; calls after finish are not run"))
-				continue
+				why = "the task already finished in this turn; calls after finish are not run"
 			case !time.Now().Before(t.deadline):
-				results = append(results, r.refused(t, b, "the wall-clock budget is spent"))
-				continue
+				why = "the wall-clock budget is spent"
 			case resultBytes >= MaxTurnResultBytes:
-				results = append(results, r.refused(t, b, fmt.Sprintf("this turn's tool results already hold %d bytes; call it again next turn", resultBytes)))
+				why = fmt.Sprintf("this turn's tool results already hold %d bytes; call it again next turn", resultBytes)
+			}
+			if why != "" {
+				res, err := r.refused(t, b, why)
+				if err != nil {
+					return "", err
+				}
+				results = append(results, res)
 				continue
 			}
+			t.turnLeft = MaxTurnResultBytes - resultBytes
 			res, done, st, err := r.call(ctx, t, b)
 			if err != nil {
 				return "", err
+			}
+			if left := MaxTurnResultBytes - resultBytes; len(res.Text) > left {
+				res.Text = strings.ToValidUTF8(res.Text[:left], "") + fmt.Sprintf("\n[cut: this turn's tool results are limited to %d bytes]", MaxTurnResultBytes)
 			}
 			resultBytes += len(res.Text)
 			results = append(results, res)

@@ -19,6 +19,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/tier"
@@ -33,6 +34,7 @@ const (
 	maxCapture         = 64 << 10  // stdout or stderr kept from a command
 	maxFeedback        = 16 << 10  // command output given back to the model
 	maxToolInput       = 2<<20 + 1 // bytes of one tool call's input
+	maxMailboxRead     = 64 << 10  // bytes of replies one mailbox read returns
 )
 
 // ShellMetacharacters are refused in every argv token of a run call:
@@ -139,7 +141,7 @@ func (r *run) call(ctx context.Context, t *task, b provider.Block) (res provider
 			terr = refusef("bad input: summary is required")
 		}
 		if terr == nil {
-			t.summary = *in.Summary
+			t.summary = r.redact(*in.Summary)
 			var feedback string
 			done, status, feedback, err = r.finish(ctx, t)
 			if err != nil {
@@ -156,21 +158,25 @@ func (r *run) call(ctx context.Context, t *task, b provider.Block) (res provider
 	var rf *refusal
 	switch {
 	case errors.As(terr, &rf):
-		return r.refused(t, b, rf.reason), false, "", nil
+		res, err := r.refused(t, b, rf.reason)
+		return res, false, "", err
 	case terr != nil:
 		return res, false, "", terr
 	}
 	return provider.Block{Type: "tool_result", ToolUseID: b.ID, Text: out}, false, "", nil
 }
 
-// refused records a refused call and returns its error result.
-func (r *run) refused(t *task, b provider.Block, reason string) provider.Block {
+// refused records a refused call and returns its error result. The
+// reason, which may quote the model's input, is cut to 1 KiB; a refusal
+// that cannot be journalled ends the run.
+func (r *run) refused(t *task, b provider.Block, reason string) (provider.Block, error) {
+	reason = clip(reason, 1024)
 	if _, err := r.record("tool.refused", map[string]string{"task": t.id, "id": b.ID, "tool": b.Name, "reason": reason}); err != nil {
-		reason += " (and the refusal could not be journalled: " + err.Error() + ")"
+		return provider.Block{}, err
 	}
 	r.body.Refused++
 	r.logf("task %s: refused %s: %s", t.id, b.Name, reason)
-	return provider.Block{Type: "tool_result", ToolUseID: b.ID, Text: "refused: " + reason, IsError: true}
+	return provider.Block{Type: "tool_result", ToolUseID: b.ID, Text: "refused: " + reason, IsError: true}, nil
 }
 
 // covered reports whether p is one of roots or beneath one.
@@ -350,6 +356,15 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 			inputs = append(inputs, p)
 		}
 	}
+	// The command entry names argv and every output that comes back; if
+	// it could not be journalled after the command ran, its effects
+	// would be unrecorded, so a command that large is refused first.
+	ab, _ := json.Marshal(argv)
+	ob, _ := json.Marshal(t.m.Outputs)
+	size := 4096 + len(ab) + len(ob) + 60*len(t.m.Outputs) // 60: an output's ContentId and punctuation
+	if size > journal.MaxLine {
+		return "", false, refusef("this command's record could reach %d bytes, more than the journal takes; use fewer or shorter arguments", size)
+	}
 	var stdout, stderr capped
 	spec := &sandbox.Spec{
 		Argv: argv, Grants: gs, Tier: tr, StateDir: r.cfg.SandboxState, Workspace: r.cfg.Workspace,
@@ -445,7 +460,7 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 		if a.Text == nil {
 			return "", refusef("bad input: post needs text")
 		}
-		msg, err := mailbox.Post(r.cfg.Workspace, mailbox.FromAgent, *a.Text, time.Now())
+		msg, err := mailbox.Post(r.cfg.Workspace, mailbox.FromAgent, r.redact(*a.Text), time.Now())
 		if err != nil {
 			return "", refusef("%v", err)
 		}
@@ -458,7 +473,12 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 		if a.Text != nil {
 			return "", refusef("bad input: read takes no text")
 		}
-		msgs, err := mailbox.Unread(r.cfg.Workspace)
+		// Only what fits in this turn is marked read; the rest waits.
+		limit := min(maxMailboxRead, t.turnLeft-1024)
+		if limit <= 0 {
+			return "", refusef("this turn's tool results are full; read the mailbox next turn")
+		}
+		msgs, err := mailbox.UnreadUpTo(r.cfg.Workspace, limit)
 		if err != nil {
 			return "", refusef("%v", err)
 		}
@@ -473,6 +493,9 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 		}
 		if len(msgs) == 0 {
 			return "no new replies", nil
+		}
+		if rest, err := mailbox.List(r.cfg.Workspace, mailbox.FromOperator); err == nil && len(rest) > 0 && rest[len(rest)-1].Seq > seqs[len(seqs)-1] {
+			fmt.Fprintf(&b, "[more replies are waiting: read the mailbox again]\n")
 		}
 		return b.String(), nil
 	default:

@@ -46,6 +46,9 @@ func (r *Report) add(name string, err error, detail string) bool {
 	if err != nil {
 		c.Detail = err.Error()
 	}
+	// Details quote the files being verified, which may be hostile: no
+	// terminal escapes, no line breaks that could fake another check.
+	c.Detail = printable(c.Detail)
 	r.Checks = append(r.Checks, c)
 	return err == nil
 }
