@@ -6,6 +6,10 @@ package runner
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,6 +237,48 @@ func TestMemoryCommitsPerRun(t *testing.T) {
 		n, err := runShell("git -C " + filepath.Join(ws, StateDir, "mem") + " rev-list --count HEAD")
 		if err != nil || strings.TrimSpace(n) != fmt.Sprint(i) {
 			t.Fatalf("after run %d: %q commits, %v", i, n, err)
+		}
+	}
+	mustVerify(t, ws)
+}
+
+// TestEgressForCommands: a command reaches exactly the granted hosts
+// through cordon's proxy; every decision is journalled before the
+// command's outcome, denials included.
+func TestEgressForCommands(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello from the granted host")
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	prog := fmt.Sprintf(`import urllib.request
+for url in ["http://127.0.0.1:%d/", "http://denied.example/"]:
+    try:
+        print(url, urllib.request.urlopen(url, timeout=5).read().decode())
+    except Exception as e:
+        print(url, "DENIED", e)
+`, port)
+	ws := newWorkspace(t, pythonFiles(prog))
+	s := &script{resps: []*provider.Response{calls(runPy()), finish("x")}}
+	realRun(t, ws, func(m map[string]any) {
+		m["grants"].(map[string]any)["egress"] = []any{map[string]any{"cidr": "127.0.0.1/32", "proto": "tcp", "ports": []int{port, port}}}
+	}, s)
+	res := toolResults(s)[0].Text
+	if !strings.Contains(res, "hello from the granted host") || !strings.Contains(res, "http://denied.example/ DENIED") {
+		t.Fatalf("result %q", res)
+	}
+	es := entries(t, ws)
+	eg := ofType(es, "egress")
+	if len(eg) != 2 || !strings.Contains(eg[0]+eg[1], `"allow":true`) || !strings.Contains(eg[0]+eg[1], `"allow":false`) {
+		t.Fatalf("egress entries %v", eg)
+	}
+	last := -1
+	for i, e := range es {
+		if e.Type == "egress" {
+			last = i
+		}
+		if e.Type == "command" && last < 0 {
+			t.Fatal("the command's outcome was journalled before its egress decisions")
 		}
 	}
 	mustVerify(t, ws)

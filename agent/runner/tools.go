@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -18,6 +19,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/mailbox"
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/egress"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/grant"
@@ -374,10 +376,35 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 			return err
 		},
 	}
+	var (
+		proxy   *egress.Proxy
+		egMu    sync.Mutex
+		records []egress.Record // guarded by egMu
+	)
 	if len(gs.Egress) > 0 {
-		return "", false, refusef("the manifest's grant set has egress rules; cordon run does not serve network egress to commands yet")
+		// The command reaches exactly the granted hosts through cordon's
+		// proxy; each decision is journalled once the command is done,
+		// before its outcome.
+		cfg := egress.DefaultConfig(grant.New(gs))
+		cfg.Record = func(rec egress.Record) {
+			egMu.Lock()
+			records = append(records, rec)
+			egMu.Unlock()
+		}
+		if proxy, err = egress.New(cfg); err != nil {
+			return "", false, refusef("egress proxy: %v", err)
+		}
+		spec.Egress = proxy
 	}
 	res, err := r.sb.Run(ctx, spec)
+	if proxy != nil {
+		proxy.Close() // returns once every connection is done, so records is complete
+		for _, rec := range records {
+			if jerr := r.recordEgress(t, id, rec); jerr != nil {
+				return "", false, jerr
+			}
+		}
+	}
 	if err != nil {
 		if _, jerr := r.record("command", map[string]any{"task": t.id, "id": id, "kind": kind, "argv": argv, "error": oneLine(err.Error())}); jerr != nil {
 			return "", false, jerr
@@ -597,4 +624,21 @@ func (r *run) verify(ctx context.Context, t *task, final bool) (out string, pass
 		return "", false, nil, err
 	}
 	return out, pass, cerr, nil
+}
+
+// recordEgress journals one egress decision of a command.
+func (r *run) recordEgress(t *task, id string, rec egress.Record) error {
+	body := map[string]any{"task": t.id, "id": id, "method": rec.Method, "host": rec.Host, "port": rec.Port,
+		"allow": rec.Allow, "rule": rec.Rule, "reason": clip(rec.Reason, 1024), "status": rec.Status, "error": clip(rec.Error, 1024),
+		"bytes_up": rec.BytesUp, "bytes_down": rec.BytesDown, "start_us": rec.Start.UnixMicro(), "duration_us": rec.Duration.Microseconds()}
+	if rec.Addr.IsValid() {
+		body["addr"] = rec.Addr.String()
+	}
+	if _, err := r.record("egress", body); err != nil {
+		return err
+	}
+	if !rec.Allow {
+		r.logf("task %s: egress denied: %s", t.id, oneLine(rec.String()))
+	}
+	return nil
 }
