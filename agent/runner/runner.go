@@ -120,6 +120,7 @@ type Config struct {
 	Apply        bool               // apply writes and commands; false is a dry run
 	Key          *sign.PrivateKey   // signs the result and seals a receipt and attestation; nil: unsigned
 	SandboxState string             // the sandbox's state directory (sandbox.Spec.StateDir)
+	Tenant       string             // the tenant commands run as when the grant set needs S3 (multi-tenant)
 	Sandbox      Sandbox            // nil: the host's sandbox
 	Memory       memory.Options     // the memory store's options
 	Log          io.Writer          // one line per step for the operator; nil: none

@@ -343,6 +343,13 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 		}
 		return "", false, refusef("commands run only inside cordon's sandbox, and this host cannot provide it, so nothing was run: %s", oneLine(why))
 	}
+	if tr == tier.S3 && r.cfg.Tenant == "" {
+		return "", false, refusef("the manifest's grant set is multi-tenant (S3): the operator must name the tenant (cordon run --tenant)")
+	}
+	tenant := ""
+	if tr == tier.S3 {
+		tenant = r.cfg.Tenant
+	}
 	limits, err := sandbox.LimitsFor(gs)
 	if err != nil {
 		return "", false, refusef("the manifest's grant set: %v", err)
@@ -369,7 +376,7 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 	}
 	var stdout, stderr capped
 	spec := &sandbox.Spec{
-		Argv: argv, Grants: gs, Tier: tr, StateDir: r.cfg.SandboxState, Workspace: r.cfg.Workspace,
+		Argv: argv, Grants: gs, Tier: tr, Tenant: tenant, StateDir: r.cfg.SandboxState, Workspace: r.cfg.Workspace,
 		Inputs: inputs, Outputs: t.m.Outputs, OutputsOptional: true, Limits: limits, Stdout: &stdout, Stderr: &stderr,
 		Decided: func(d grant.Decision) error {
 			_, err := r.record("decision", jsonRaw(d.Record()))

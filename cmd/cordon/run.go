@@ -24,7 +24,7 @@ const auditKeyEnv = "CORDON_AUDIT_PRIVATE_KEY"
 // maxManifestBytes caps a manifest file.
 const maxManifestBytes = 16 << 20
 
-const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--no-git] MANIFEST.json"
+const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--tenant T] [--no-git] MANIFEST.json"
 
 func runRun(e *env, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -34,6 +34,7 @@ func runRun(e *env, args []string) error {
 	keyEnv := fs.String("key-env", "", "the environment variable holding the provider's API key (default: ANTHROPIC_API_KEY for anthropic, OPENAI_API_KEY for openai when set)")
 	stateDir := fs.String("state", "", "the sandbox's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
 	noGit := fs.Bool("no-git", false, "keep memory in plain files even when git is installed")
+	tenant := fs.String("tenant", "", "the tenant commands run as when the manifest's grant set is multi-tenant (S3)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -81,7 +82,7 @@ func runRun(e *env, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out, err := runner.Run(ctx, runner.Config{
-		Workspace: ws, Manifest: m, Provider: p, Apply: *apply, Key: key, SandboxState: state,
+		Workspace: ws, Manifest: m, Provider: p, Apply: *apply, Key: key, SandboxState: state, Tenant: *tenant,
 		Memory: memory.Options{NoGit: *noGit}, Log: prefixWriter{w: e.stderr, prefix: "cordon: "}, Version: version,
 	})
 	if err != nil {
