@@ -119,7 +119,7 @@ func decode(in json.RawMessage, v any) error {
 // done reports that the task ended (finish, after verify) with status.
 // An error means the journal could not be written.
 func (r *run) call(ctx context.Context, t *task, b provider.Block) (res provider.Block, done bool, status string, err error) {
-	if _, err := r.record("tool.call", map[string]any{"task": t.id, "id": b.ID, "tool": b.Name, "input": canon.Sum(b.Input).String()}); err != nil {
+	if _, err := r.record("tool.call", map[string]any{"task": t.id, "id": b.ID, "tool": b.Name, "input": canon.Sum(b.Input).String(), "args": callSummary(b)}); err != nil {
 		return res, false, "", err
 	}
 	var out string
@@ -648,4 +648,43 @@ func (r *run) recordEgress(t *task, id string, rec egress.Record) error {
 		r.logf("task %s: egress denied: %s", t.id, oneLine(rec.String()))
 	}
 	return nil
+}
+
+// toolMembers are the member names of the tools' inputs.
+var toolMembers = map[string]bool{"path": true, "content": true, "argv": true, "action": true, "text": true, "manifest": true, "summary": true}
+
+// callSummary is what the journal shows of a tool call's input, so an
+// auditor can read what was asked without the contents: a path or argv
+// as given (cut to 1 KiB each), and for written text, messages and
+// manifests their ContentId and size. Anything that does not decode is
+// left to the input's ContentId.
+func callSummary(b provider.Block) map[string]any {
+	var in map[string]json.RawMessage
+	if json.Unmarshal(b.Input, &in) != nil {
+		return map[string]any{}
+	}
+	out := map[string]any{}
+	for k, v := range in {
+		if !toolMembers[k] {
+			continue // refused by the tool; the refusal says which
+		}
+		var str string
+		var list []string
+		switch {
+		case (k == "content" || k == "text" || k == "summary") && json.Unmarshal(v, &str) == nil:
+			out[k] = map[string]any{"b3": canon.Sum([]byte(str)).String(), "bytes": len(str)}
+		case k == "manifest":
+			out[k] = map[string]any{"b3": canon.Sum(v).String(), "bytes": len(v)}
+		case json.Unmarshal(v, &str) == nil:
+			out[k] = clip(str, 1024)
+		case json.Unmarshal(v, &list) == nil && len(list) <= MaxArgs:
+			for i := range list {
+				list[i] = clip(list[i], 1024)
+			}
+			out[k] = list
+		default:
+			out[k] = map[string]any{"b3": canon.Sum(v).String(), "bytes": len(v)}
+		}
+	}
+	return out
 }
