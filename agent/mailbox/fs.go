@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/cordon-dev/cordon/internal/flock"
 )
 
 // openBox opens WORKSPACE/.cordon/mailbox, creating both directories
@@ -95,7 +97,7 @@ func (b *box) openFile(name string, flag int, create bool) (*os.File, error) {
 	if !lst.Mode().IsRegular() {
 		return nil, unsafeType(path, lst.Mode(), "regular file")
 	}
-	f, err := b.dir.OpenFile(name, flag|oNonblock, 0)
+	f, err := b.dir.OpenFile(name, flag|flock.NonBlock, 0)
 	if err != nil {
 		return nil, fmt.Errorf("mailbox: open %s: %w", path, err)
 	}

@@ -9,8 +9,6 @@ import (
 	"runtime"
 )
 
-const oNonblock = 0
-
 // nlink fails: without a link count a hard-linked log cannot be refused,
 // so the mailbox is unsupported here.
 func nlink(os.FileInfo) (uint64, error) {

@@ -8,10 +8,6 @@ import (
 	"syscall"
 )
 
-// oNonblock keeps an open of a FIFO swapped in after the Lstat from
-// blocking; it has no effect on a regular file.
-const oNonblock = syscall.O_NONBLOCK
-
 // nlink returns the number of hard links of the file st describes.
 func nlink(st os.FileInfo) (uint64, error) {
 	sys, ok := st.Sys().(*syscall.Stat_t)

@@ -206,7 +206,7 @@ func start(cfg Config) (*run, error) {
 			return nil, err
 		}
 	}
-	if r.lock, err = os.OpenFile(filepath.Join(r.state, lockFile), os.O_RDWR|os.O_CREATE|noFollow|nonBlock, 0o600); err != nil {
+	if r.lock, err = os.OpenFile(filepath.Join(r.state, lockFile), os.O_RDWR|os.O_CREATE|flock.NoFollow|flock.NonBlock, 0o600); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	if err := flock.Lock(r.lock); err != nil {
@@ -327,7 +327,7 @@ func describe(m os.FileMode) string {
 // openRegular opens a regular file for reading without following a link
 // at its name or blocking on a FIFO planted there.
 func openRegular(name string) (*os.File, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|noFollow|nonBlock, 0)
+	f, err := os.OpenFile(name, os.O_RDONLY|flock.NoFollow|flock.NonBlock, 0)
 	if err != nil {
 		return nil, err
 	}

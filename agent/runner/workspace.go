@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/internal/flock"
 )
 
 // Limits on what a tool moves between the workspace and the model.
@@ -117,7 +118,7 @@ func (w *workspace) readFile(p string, limit int64) ([]byte, error) {
 	case fi.Size() > limit:
 		return nil, fmt.Errorf("%s: %d bytes, more than the limit of %d", p, fi.Size(), limit)
 	}
-	f, err := w.root.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	f, err := w.root.OpenFile(p, os.O_RDONLY|flock.NoFollow, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +205,7 @@ func (w *workspace) write(p string, data []byte) error {
 		perm = fi.Mode().Perm() &^ 0o7000
 	}
 	tmp := path.Join(dir, ".cordon-write-"+rand.Text())
-	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, perm)
+	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|flock.NoFollow, perm)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/agent/runner"
 	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/internal/flock"
 )
 
 // auditKeyEnv holds a PEM private key that signs a run's result when no
@@ -145,7 +146,7 @@ func auditKey(file string) (*sign.PrivateKey, error) {
 // readLimited reads a regular file of at most limit bytes; a FIFO or
 // device at name is refused without blocking.
 func readLimited(name string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|oNonblock, 0)
+	f, err := os.OpenFile(name, os.O_RDONLY|flock.NonBlock, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -14,3 +14,8 @@ func Unlock(f *os.File) error { return unlock(f) }
 // NoFollow is the open flag that refuses a symbolic link at the last
 // component of a path (O_NOFOLLOW), or 0 where the system has none.
 const NoFollow = noFollow
+
+// NonBlock is the open flag (O_NONBLOCK) that keeps an open of a FIFO
+// planted where a regular file should be from blocking; it has no effect
+// on a regular file. 0 where the system has none.
+const NonBlock = nonBlock

@@ -15,4 +15,7 @@ func lock(f *os.File) error {
 
 func unlock(f *os.File) error { return lock(f) }
 
-const noFollow = 0
+const (
+	noFollow = 0
+	nonBlock = 0
+)

@@ -18,4 +18,7 @@ func lock(f *os.File) error {
 
 func unlock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
 
-const noFollow = syscall.O_NOFOLLOW
+const (
+	noFollow = syscall.O_NOFOLLOW
+	nonBlock = syscall.O_NONBLOCK
+)

@@ -1,7 +1,0 @@
-//go:build unix
-
-package main
-
-import "syscall"
-
-const oNonblock = syscall.O_NONBLOCK
