@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cordon-dev/cordon/agent/memory"
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/tier"
@@ -296,5 +297,24 @@ func TestVerifyDetailsPrintable(t *testing.T) {
 		if strings.ContainsAny(c.Detail, "\x1b\x07\n") {
 			t.Errorf("%s: raw control characters in %q", c.Name, c.Detail)
 		}
+	}
+}
+
+// TestNoGitMemoryRecorded: without git the run goes on with file-backed
+// memory, and the journal says the store was unavailable and why.
+func TestNoGitMemoryRecorded(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	t.Setenv("PATH", t.TempDir()) // no git to be found
+	out, err := runScript(t, ws, baseManifest(t, nil), &script{resps: []*provider.Response{finish("remember me")}},
+		runOpts{cfg: func(c *Config) { c.Memory = memory.Options{} }})
+	if err != nil || out.Status != StatusFinished || out.Body.Memory != memory.KindFile {
+		t.Fatalf("%v %+v", err, out)
+	}
+	start := ofType(entries(t, ws), "run.start")[0]
+	if !strings.Contains(start, `"kind":"file"`) || !strings.Contains(start, "git") {
+		t.Fatalf("run.start does not say the git store is unavailable: %s", start)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, StateDir, "mem", "last.json")); err != nil || !strings.Contains(string(b), "remember me") {
+		t.Fatalf("file memory: %q %v", b, err)
 	}
 }
