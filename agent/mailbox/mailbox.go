@@ -63,6 +63,10 @@ const (
 // MaxText is the largest text of one message, in bytes.
 const MaxText = 16 << 10
 
+// HeaderBytes is what UnreadUpTo counts for a message besides its text:
+// enough for a "#SEQ TIME" line.
+const HeaderBytes = 64
+
 // MaxLog is the largest size of one log, in bytes; Post refuses a message
 // that would take a log past it ([ErrFull]).
 const MaxLog = 4 << 20
@@ -197,18 +201,23 @@ func List(workspace, from string) ([]Message, error) {
 // the operator log's lock throughout, so concurrent calls never return
 // the same message twice. When it returns an error it has marked nothing
 // read.
-func Unread(workspace string) ([]Message, error) { return UnreadUpTo(workspace, 0) }
+func Unread(workspace string) ([]Message, error) {
+	msgs, _, err := UnreadUpTo(workspace, 0)
+	return msgs, err
+}
 
-// UnreadUpTo is Unread for at most maxBytes of message text (0: no
-// limit): it returns the oldest unread messages that fit, at least one,
-// and marks only those read; the rest stay unread for the next call.
-func UnreadUpTo(workspace string, maxBytes int) ([]Message, error) {
+// UnreadUpTo is Unread for at most maxBytes (0: no limit), counting each
+// message as its text plus HeaderBytes: it returns the oldest unread
+// messages that fit (none if even the first does not) and marks only
+// those read; the rest stay unread for the next call, and more says how
+// many.
+func UnreadUpTo(workspace string, maxBytes int) (msgs []Message, more int, err error) {
 	b, err := openBox(workspace, false)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer b.close()
 	msgs, f, err := b.readLog(FromOperator)
@@ -216,27 +225,30 @@ func UnreadUpTo(workspace string, maxBytes int) ([]Message, error) {
 		defer f.Close() // releases the lock after the cursor is written
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	last, err := b.readCursor()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if last > int64(len(msgs)) {
-		return nil, fmt.Errorf("mailbox: %s: %w: cursor %d is past the operator log's last seq %d; the log was truncated: inspect it, then remove the cursor", b.path(cursorName), ErrMalformed, last, len(msgs))
+		return nil, 0, fmt.Errorf("mailbox: %s: %w: cursor %d is past the operator log's last seq %d; the log was truncated: inspect it, then remove the cursor", b.path(cursorName), ErrMalformed, last, len(msgs))
 	}
 	if last == int64(len(msgs)) {
-		return nil, nil
+		return nil, 0, nil
 	}
-	end, size := last+1, len(msgs[last].Text)
-	for end < int64(len(msgs)) && (maxBytes <= 0 || size+len(msgs[end].Text) <= maxBytes) {
-		size += len(msgs[end].Text)
+	end, size := last, 0
+	for end < int64(len(msgs)) && (maxBytes <= 0 || size+len(msgs[end].Text)+HeaderBytes <= maxBytes) {
+		size += len(msgs[end].Text) + HeaderBytes
 		end++
 	}
-	if err := b.writeCursor(end); err != nil {
-		return nil, err
+	if end == last {
+		return nil, len(msgs) - int(last), nil
 	}
-	return msgs[last:end], nil
+	if err := b.writeCursor(end); err != nil {
+		return nil, 0, err
+	}
+	return msgs[last:end], len(msgs) - int(end), nil
 }
 
 func checkSender(from string) error {
@@ -263,8 +275,8 @@ func checkText(text string) error {
 		if unicode.IsControl(r) && r != '\n' && r != '\t' {
 			return fmt.Errorf("%w: control character %U at byte %d; only newline and tab are allowed", ErrInvalid, r, i)
 		}
-		if isBidi(r) {
-			return fmt.Errorf("%w: bidirectional control %U at byte %d could make the text read differently on a terminal", ErrInvalid, r, i)
+		if unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("%w: format character %U at byte %d (invisible or bidirectional) could make the text read differently from what it says", ErrInvalid, r, i)
 		}
 	}
 	return nil
@@ -440,16 +452,4 @@ func (b *box) syncDir() error {
 		return fmt.Errorf("mailbox: sync %s: %w", b.name, err)
 	}
 	return nil
-}
-
-// isBidi reports the Unicode bidirectional formatting characters, which
-// can make a message display differently from what it says.
-func isBidi(r rune) bool {
-	switch {
-	case r == 0x061C, r == 0x200E, r == 0x200F:
-		return true
-	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
-		return true
-	}
-	return false
 }

@@ -367,6 +367,9 @@ func TestBadTextRefused(t *testing.T) {
 		"truncated rune": "é"[:1],
 		"RLO":            "invoice\u202egnp.exe",
 		"isolate":        "a\u2067b\u2069",
+		"zero width":     "a\u200bb",
+		"BOM":            "\ufeffhello",
+		"tag characters": "hi\U000E0041\U000E0042",
 	} {
 		if _, err := Post(ws, FromAgent, text, t0); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: Post = %v, want ErrInvalid", name, err)
@@ -584,16 +587,18 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// TestUnreadUpTo: a byte limit delivers the oldest messages that fit (at
-// least one) and leaves the rest unread, never dropping any.
+// TestUnreadUpTo: a byte limit (text plus HeaderBytes a message)
+// delivers the oldest messages that fit and leaves the rest unread; a
+// message that does not fit is not returned, and not marked read.
 func TestUnreadUpTo(t *testing.T) {
 	ws := t.TempDir()
 	for _, text := range []string{"aaaa", "bbbb", "cccccccc", "d"} {
 		mustPost(t, ws, FromOperator, text)
 	}
+	limit := 2*HeaderBytes + 8
 	var got []string
 	for range 5 {
-		msgs, err := UnreadUpTo(ws, 8)
+		msgs, _, err := UnreadUpTo(ws, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -606,8 +611,11 @@ func TestUnreadUpTo(t *testing.T) {
 	if want := "aaaa+bbbb,cccccccc,d,,"; strings.Join(got, ",") != want {
 		t.Fatalf("batches %q, want %q", strings.Join(got, ","), want)
 	}
-	mustPost(t, ws, FromOperator, strings.Repeat("e", 20))
-	if msgs, err := UnreadUpTo(ws, 8); err != nil || len(msgs) != 1 {
-		t.Fatalf("a message longer than the limit: %v %v", msgs, err)
+	mustPost(t, ws, FromOperator, strings.Repeat("e", 100))
+	if msgs, more, err := UnreadUpTo(ws, limit); err != nil || len(msgs) != 0 || more != 1 {
+		t.Fatalf("a message longer than the limit was returned: %v %d %v", msgs, more, err)
+	}
+	if msgs, more, err := UnreadUpTo(ws, 0); err != nil || len(msgs) != 1 || len(msgs[0].Text) != 100 || more != 0 {
+		t.Fatalf("the long message was lost: %v %v", msgs, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -41,8 +42,14 @@ const (
 	MaxURLBytes   = 2048     // base_url
 	MaxEntries    = 1024     // inputs, outputs and commands, each
 	MaxVerifyArgs = 256      // verify argv tokens
+	MaxArgBytes   = 4096     // one verify token (and one argv token of the run tool)
 	MaxBudget     = 1 << 40  // every budget
 )
+
+// ShellMetacharacters may appear in no verify token, as in no argv
+// token of the run tool: nothing runs through a shell, so a token that
+// looks as if it would is a mistake or an attack.
+const ShellMetacharacters = "`$&|;<>()\\\"'*?[]{}~!#"
 
 // Providers are the model providers a manifest may name.
 var providers = []string{"anthropic", "openai", "replay"}
@@ -211,8 +218,10 @@ func Parse(data []byte) (*Manifest, error) {
 			r.Fail("verify[0]", "%q is not among commands", argv[0])
 		}
 		for i, a := range argv {
-			if r.Err() == nil && strings.IndexByte(a, 0) >= 0 {
-				r.Fail(fmt.Sprintf("verify[%d]", i), "argument contains NUL")
+			if r.Err() == nil {
+				if why := CheckArg(a); why != "" {
+					r.Fail(fmt.Sprintf("verify[%d]", i), "%s", why)
+				}
 			}
 		}
 	}
@@ -405,4 +414,24 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// CheckArg says what is wrong with an argv token that a command would
+// run with ("" if nothing): the runner applies it to every token of a run
+// call, and Parse to the verify command, so a manifest never declares a
+// verify command that could never run.
+func CheckArg(a string) string {
+	switch {
+	case len(a) > MaxArgBytes:
+		return fmt.Sprintf("longer than %d bytes", MaxArgBytes)
+	case !utf8.ValidString(a):
+		return "not valid UTF-8"
+	case strings.IndexByte(a, 0) >= 0:
+		return "argument contains NUL"
+	case strings.ContainsAny(a, ShellMetacharacters):
+		return fmt.Sprintf("%q holds a shell metacharacter (one of %s); nothing is run through a shell", a, ShellMetacharacters)
+	case strings.IndexFunc(a, func(c rune) bool { return unicode.IsControl(c) || unicode.Is(unicode.Cf, c) }) >= 0:
+		return "holds a control or format character"
+	}
+	return ""
 }

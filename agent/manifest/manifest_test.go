@@ -220,6 +220,11 @@ func TestParseRefused(t *testing.T) {
 		{"verify empty", func(d map[string]any) { d["verify"] = []any{} }, "verify: an empty argv"},
 		{"verify string", func(d map[string]any) { d["verify"] = "go test" }, "verify: want array"},
 		{"verify NUL", func(d map[string]any) { d["verify"] = []any{"go", "a\x00"} }, "verify[1]: argument contains NUL"},
+		{"verify through a shell", func(d map[string]any) { d["verify"] = []any{"go", "test", "./...", "&&", "rm"} }, "verify[3]: \"&&\" holds a shell metacharacter"},
+		{"verify glob", func(d map[string]any) { d["verify"] = []any{"go", "test", "./*"} }, "verify[2]: \"./*\" holds a shell metacharacter"},
+		{"verify newline", func(d map[string]any) { d["verify"] = []any{"go", "a\nb"} }, "verify[1]: holds a control or format character"},
+		{"verify bidi", func(d map[string]any) { d["verify"] = []any{"go", "a\u202eb"} }, "verify[1]: holds a control or format character"},
+		{"verify long token", func(d map[string]any) { d["verify"] = []any{"go", strings.Repeat("a", 4097)} }, "verify[1]: longer than 4096 bytes"},
 		{"verify too long", func(d map[string]any) {
 			l := []any{"go"}
 			for range MaxVerifyArgs {

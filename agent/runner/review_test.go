@@ -318,3 +318,66 @@ func TestNoGitMemoryRecorded(t *testing.T) {
 		t.Fatalf("file memory: %q %v", b, err)
 	}
 }
+
+// TestLimitsAtTheirBounds: each documented limit holds at its bound and
+// refuses one past it.
+func TestLimitsAtTheirBounds(t *testing.T) {
+	t.Run("read size", func(t *testing.T) {
+		files := defaultFiles()
+		files["src/big"] = strings.Repeat("x", MaxReadBytes+1)
+		files["src/max"] = strings.Repeat("x", MaxReadBytes)
+		ws := newWorkspace(t, files)
+		s := &script{resps: []*provider.Response{calls(call("read", `{"path":"src/max"}`)), calls(call("read", `{"path":"src/big"}`)), finish("x")}}
+		runScript(t, ws, baseManifest(t, nil), s, runOpts{})
+		reqs := s.requests()
+		first := reqs[1].Messages[len(reqs[1].Messages)-1].Content[0]
+		second := reqs[2].Messages[len(reqs[2].Messages)-1].Content[0]
+		if first.IsError || len(first.Text) != MaxReadBytes || !second.IsError || !strings.Contains(second.Text, "more than the limit") {
+			t.Fatalf("read at the bound: %v %d; past it: %q", first.IsError, len(first.Text), second.Text)
+		}
+	})
+	t.Run("write size", func(t *testing.T) {
+		ws := newWorkspace(t, defaultFiles())
+		big := strings.Repeat("y", MaxWriteBytes+1)
+		s := &script{resps: []*provider.Response{calls(call("write", `{"path":"out.txt","content":"`+big+`"}`)), finish("x")}}
+		runScript(t, ws, baseManifest(t, nil), s, runOpts{apply: true})
+		if res := toolResults(s); !res[0].IsError || !strings.Contains(res[0].Text, "more than the write tool's") {
+			t.Fatalf("%q", res[0].Text[:min(100, len(res[0].Text))])
+		}
+		if _, err := os.Stat(filepath.Join(ws, "out.txt")); err == nil {
+			t.Fatal("an oversized write landed")
+		}
+	})
+	t.Run("max_tokens and charged attempts", func(t *testing.T) {
+		ws := newWorkspace(t, defaultFiles())
+		s := &script{errs: []error{fmt.Errorf("connection reset")}}
+		out, _ := runScript(t, ws, baseManifest(t, nil), s, runOpts{})
+		req := s.requests()[0]
+		if req.MaxTokens != provider.DefaultMaxTokens || req.MaxAttempts != 40 || out.Body.ModelCalls != 40 {
+			t.Fatalf("max_tokens %d, attempts %d, charged %d", req.MaxTokens, req.MaxAttempts, out.Body.ModelCalls)
+		}
+		if e := ofType(entries(t, ws), "model.error"); len(e) != 1 || !strings.Contains(e[0], `"charged_calls":40`) {
+			t.Fatalf("model.error %v", e)
+		}
+	})
+	t.Run("exactly 64 calls run", func(t *testing.T) {
+		ws := newWorkspace(t, defaultFiles())
+		var bs []provider.Block
+		for range MaxToolCalls {
+			bs = append(bs, call("read", `{"path":"in"}`))
+		}
+		s := &script{resps: []*provider.Response{calls(bs...), finish("x")}}
+		out, _ := runScript(t, ws, baseManifest(t, nil), s, runOpts{})
+		if out.Status != StatusFinished || len(ofType(entries(t, ws), "tool.call")) != MaxToolCalls+1 {
+			t.Fatalf("status %s", out.Status)
+		}
+	})
+	t.Run("state dir not a directory", func(t *testing.T) {
+		ws := newWorkspace(t, defaultFiles())
+		os.WriteFile(filepath.Join(ws, StateDir), []byte("x"), 0o600)
+		_, err := runScript(t, ws, baseManifest(t, nil), &script{}, runOpts{})
+		if err == nil || !strings.Contains(err.Error(), "not a directory") {
+			t.Fatalf("%v", err)
+		}
+	})
+}

@@ -40,11 +40,20 @@ type pendingTask struct {
 // exhausted names the first budget of this task or an ancestor that is
 // used up, checked before every model call.
 func (t *task) exhausted(now time.Time) (name string, used, limit int64, owner *task) {
+	// The wall clock first, owned by the outermost task whose time is up
+	// (a sub-task's deadline is never past its parent's).
+	for a := t; a != nil; a = a.parent {
+		if !now.Before(a.deadline) {
+			owner = a
+		}
+	}
+	if owner != nil {
+		b := owner.m.Budgets
+		return "wall_ms", now.Sub(owner.deadline.Add(-time.Duration(b.WallMS) * time.Millisecond)).Milliseconds(), b.WallMS, owner
+	}
 	for a := t; a != nil; a = a.parent {
 		b := a.m.Budgets
 		switch {
-		case !now.Before(a.deadline):
-			return "wall_ms", now.Sub(a.deadline.Add(-time.Duration(b.WallMS) * time.Millisecond)).Milliseconds(), b.WallMS, a
 		case a.used.turns >= b.MaxTurns:
 			return "max_turns", a.used.turns, b.MaxTurns, a
 		case a.used.calls >= b.MaxModelCalls:
@@ -290,6 +299,7 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 				if err != nil {
 					return "", err
 				}
+				resultBytes += len(res.Text)
 				results = append(results, res)
 				continue
 			}
@@ -298,8 +308,9 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			if left := MaxTurnResultBytes - resultBytes; len(res.Text) > left {
-				res.Text = strings.ToValidUTF8(res.Text[:left], "") + fmt.Sprintf("\n[cut: this turn's tool results are limited to %d bytes]", MaxTurnResultBytes)
+			if left := MaxTurnResultBytes - resultBytes - 128; len(res.Text) > left { // 128: room for the note
+				res.Text = strings.ToValidUTF8(res.Text[:max(left, 0)], "") + fmt.Sprintf("\n[cut: this turn's tool results are limited to %d bytes]", MaxTurnResultBytes)
+				resultBytes = MaxTurnResultBytes // the turn is full
 			}
 			resultBytes += len(res.Text)
 			results = append(results, res)
@@ -335,7 +346,7 @@ func lastDigest(msgs []provider.Message) string {
 
 const systemPrompt = `You are an agent working under cordon, a governed runtime. You act only through the tools given. ` +
 	`read returns a file (or lists a directory) that the task declares as an input; write replaces exactly a declared output; ` +
-	`run executes a declared command as an argv array in a sandbox with no network and no shell (no pipes, globs, quotes or variables); ` +
+	`run executes a declared command as an argv array in a sandbox, with no shell (no pipes, globs, quotes or variables) and network only to hosts the grants allow, if any; ` +
 	`mailbox posts a message to the operator or reads their replies; spawn queues a narrower sub-task; finish ends the task with a summary. ` +
 	`Every call is checked and recorded; a refused call returns the reason. Budgets on turns, model calls, tokens and time are fixed.`
 

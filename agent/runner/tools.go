@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/cordon-dev/cordon/agent/gitgate"
 	"github.com/cordon-dev/cordon/agent/mailbox"
@@ -29,20 +27,19 @@ import (
 
 // Limits on tool calls.
 const (
-	MaxToolCalls       = 64        // tool calls in one model response; a response with more ends the task
-	MaxTurnResultBytes = 1 << 20   // tool result text in one turn; later calls in the turn are refused
-	MaxArgs            = 256       // argv tokens
-	MaxArgBytes        = 4096      // bytes of one token
-	maxCapture         = 64 << 10  // stdout or stderr kept from a command
-	maxFeedback        = 16 << 10  // command output given back to the model
-	maxToolInput       = 2<<20 + 1 // bytes of one tool call's input
-	maxMailboxRead     = 64 << 10  // bytes of replies one mailbox read returns
+	MaxToolCalls       = 64                   // tool calls in one model response; a response with more ends the task
+	MaxTurnResultBytes = 1 << 20              // tool result text in one turn; later calls in the turn are refused
+	MaxArgs            = 256                  // argv tokens
+	MaxArgBytes        = manifest.MaxArgBytes // bytes of one token
+	maxCapture         = 64 << 10             // stdout or stderr kept from a command
+	maxFeedback        = 16 << 10             // command output given back to the model
+	maxToolInput       = 2<<20 + 1            // bytes of one tool call's input
+	maxMailboxRead     = 64 << 10             // bytes of replies one mailbox read returns
 )
 
-// ShellMetacharacters are refused in every argv token of a run call:
-// nothing is interpreted by a shell, and a token that looks as if it
-// would be is a mistake or an attack.
-const ShellMetacharacters = "`$&|;<>()\\\"'*?[]{}~!#"
+// ShellMetacharacters are refused in every argv token of a run call
+// (manifest.CheckArg).
+const ShellMetacharacters = manifest.ShellMetacharacters
 
 // gitPrefix disables, for every git the model runs, what git's own
 // configuration could make it execute or show through a pager. The
@@ -271,15 +268,8 @@ func checkArgv(m *manifest.Manifest, argv []string) ([]string, error) {
 		return nil, refusef("%d arguments; at most %d", len(argv), MaxArgs)
 	}
 	for i, a := range argv {
-		switch {
-		case len(a) > MaxArgBytes:
-			return nil, refusef("argv[%d] is longer than %d bytes", i, MaxArgBytes)
-		case !utf8.ValidString(a):
-			return nil, refusef("argv[%d] is not valid UTF-8", i)
-		case strings.ContainsAny(a, ShellMetacharacters):
-			return nil, refusef("argv[%d] %q holds a shell metacharacter (one of %s); nothing is run through a shell", i, a, ShellMetacharacters)
-		case strings.IndexFunc(a, func(c rune) bool { return unicode.IsControl(c) || unicode.Is(unicode.Cf, c) }) >= 0:
-			return nil, refusef("argv[%d] holds a control or format character", i)
+		if why := manifest.CheckArg(a); why != "" {
+			return nil, refusef("argv[%d] %s", i, why)
 		}
 	}
 	name := path.Base(argv[0])
@@ -512,7 +502,7 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 		if limit <= 0 {
 			return "", refusef("this turn's tool results are full; read the mailbox next turn")
 		}
-		msgs, err := mailbox.UnreadUpTo(r.cfg.Workspace, limit)
+		msgs, more, err := mailbox.UnreadUpTo(r.cfg.Workspace, limit)
 		if err != nil {
 			return "", refusef("%v", err)
 		}
@@ -525,11 +515,13 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 		if _, err := r.record("mailbox", map[string]any{"task": t.id, "action": "read", "seqs": seqs}); err != nil {
 			return "", err
 		}
-		if len(msgs) == 0 {
+		switch {
+		case len(msgs) == 0 && more > 0:
+			return fmt.Sprintf("%d replies are waiting, but the next does not fit in this turn's results; read the mailbox next turn", more), nil
+		case len(msgs) == 0:
 			return "no new replies", nil
-		}
-		if rest, err := mailbox.List(r.cfg.Workspace, mailbox.FromOperator); err == nil && len(rest) > 0 && rest[len(rest)-1].Seq > seqs[len(seqs)-1] {
-			fmt.Fprintf(&b, "[more replies are waiting: read the mailbox again]\n")
+		case more > 0:
+			fmt.Fprintf(&b, "[%d more replies are waiting: read the mailbox again]\n", more)
 		}
 		return b.String(), nil
 	default:

@@ -70,7 +70,7 @@ func runExec(e *env, args []string) error {
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return &helpRequest{fs: fs}
 		}
 		return &usageError{msg: err.Error(), hint: "usage: cordon exec [flags] -- PROGRAM [ARG…]"}
 	}

@@ -39,7 +39,7 @@ func verbs() []verb {
 		{"grant", "check|covers|id FILES…", "decide a query, check attenuation, address a grant set", runGrant},
 		{"tier", "[--offers S0,…] GRANTS.json", "the isolation tier a grant set requires", runTier},
 		{"exec", "[flags] -- PROGRAM [ARG…]", "run a command in the sandbox, with a receipt", runExec},
-		{"run", "[--apply] [--workspace DIR] [--key K] MANIFEST", "run an agent: a model through granted tools, recorded", runRun},
+		{"run", "[flags] MANIFEST.json", "run an agent: a model through granted tools, recorded", runRun},
 		{"mail", "[--reply TEXT|-] WORKSPACE", "read an agent's messages, or reply to it", runMail},
 		{"keygen", "--out FILE", "make an Ed25519 steward key", runKeygen},
 		{"pubkey", "KEY.pem", "print a key's public key and key id", runPubkey},
@@ -64,7 +64,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	for _, v := range verbs() {
 		if v.name == name && v.run != nil {
-			return report(stderr, v.run(e, args[1:]))
+			err := v.run(e, args[1:])
+			var hr *helpRequest
+			if errors.As(err, &hr) {
+				fmt.Fprintf(stdout, "usage: cordon %s %s\n\n%s\n\nflags:\n", v.name, v.args, v.summary)
+				hr.fs.SetOutput(stdout)
+				hr.fs.PrintDefaults()
+				return 0
+			}
+			return report(stderr, err)
 		}
 	}
 	return report(stderr, &usageError{msg: fmt.Sprintf("unknown command %q", name), hint: "run 'cordon help' for the list of commands"})
@@ -148,6 +156,12 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
 }
 
+// helpRequest is -h or --help given to a verb: run prints the verb's
+// usage and flags to stdout and exits 0.
+type helpRequest struct{ fs *flag.FlagSet }
+
+func (h *helpRequest) Error() string { return "help requested" }
+
 // parseFlags parses flags that may appear before, between or after the
 // positional arguments; "--" ends the flags.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
@@ -160,9 +174,9 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				return nil, &helpRequest{fs: fs}
 			}
-			return nil, &usageError{msg: err.Error(), hint: fmt.Sprintf("run 'cordon help' for the flags of %q", fs.Name())}
+			return nil, &usageError{msg: err.Error(), hint: fmt.Sprintf("run 'cordon %s --help' for its flags", fs.Name())}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
