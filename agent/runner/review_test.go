@@ -13,6 +13,8 @@ import (
 
 	"github.com/cordon-dev/cordon/agent/memory"
 	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/tier"
 )
@@ -133,8 +135,8 @@ func TestToolCallsBounded(t *testing.T) {
 
 // TestSignedRunNeedsAResult: a signed run does not extend a journal whose
 // result is gone, even when what is left is a valid chain (a truncated
-// prefix); an unsigned run may, and its result says where its own
-// entries start.
+// prefix); an unsigned run may, names the entries it inherited as an
+// unfinished run, and its result says where its own entries start.
 func TestSignedRunNeedsAResult(t *testing.T) {
 	ws := newWorkspace(t, defaultFiles())
 	k, _ := sign.Generate()
@@ -156,8 +158,10 @@ func TestSignedRunNeedsAResult(t *testing.T) {
 		t.Fatalf("unsigned run: %v", err)
 	}
 	rep := mustVerify(t, ws)
-	if rep.Result.Commitments.Since != 5 {
-		t.Fatalf("since %d, want 5", rep.Result.Commitments.Since)
+	// The five entries left without a result are named as an unfinished
+	// run (entry 5); this run starts at 6.
+	if rep.Result.Commitments.Since != 6 || len(ofType(entries(t, ws), "run.unfinished")) != 1 {
+		t.Fatalf("since %d, want 6 after a run.unfinished entry", rep.Result.Commitments.Since)
 	}
 }
 
@@ -380,4 +384,31 @@ func TestLimitsAtTheirBounds(t *testing.T) {
 			t.Fatalf("%v", err)
 		}
 	})
+}
+
+// TestUnfinishedRunNamed: entries a killed run left after the last result
+// are named by the next run before it starts its own.
+func TestUnfinishedRunNamed(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	if _, err := runScript(t, ws, baseManifest(t, nil), &script{resps: []*provider.Response{finish("one")}}, runOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	jp := filepath.Join(ws, StateDir, JournalFile)
+	n := len(entries(t, ws))
+	for _, typ := range []string{"run.start", "model.request"} { // a run that was killed here
+		v, _ := canon.Parse([]byte(`{"crashed":true}`))
+		if _, err := journal.Append(jp, typ, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := runScript(t, ws, baseManifest(t, nil), &script{resps: []*provider.Response{finish("two")}}, runOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	u := ofType(entries(t, ws), "run.unfinished")
+	if len(u) != 1 || u[0] != fmt.Sprintf(`{"entries":2,"from":%d}`, n) {
+		t.Fatalf("run.unfinished %v", u)
+	}
+	if rep := mustVerify(t, ws); rep.Result.Commitments.Since != int64(n+3) {
+		t.Fatalf("since %d, want %d", rep.Result.Commitments.Since, n+3)
+	}
 }

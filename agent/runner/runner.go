@@ -162,13 +162,14 @@ type run struct {
 	log   io.Writer
 	start time.Time
 
-	since   int64             // the index of this run's run.start entry
-	planned map[string][]byte // dry-run writes, by path: later reads see them
-	body    Body
-	tier    tier.Tier // the tier commands ran at, if ran
-	ran     bool
-	cpuNS   int64 // CPU time of every command, from the sandbox
-	outputs map[string]string
+	since     int64             // the index of this run's run.start entry
+	committed int64             // the journal count the previous result committed to, -1 if none
+	planned   map[string][]byte // dry-run writes, by path: later reads see them
+	body      Body
+	tier      tier.Tier // the tier commands ran at, if ran
+	ran       bool
+	cpuNS     int64 // CPU time of every command, from the sandbox
+	outputs   map[string]string
 }
 
 func start(cfg Config) (*run, error) {
@@ -212,7 +213,7 @@ func start(cfg Config) (*run, error) {
 	if err := flock.Lock(r.lock); err != nil {
 		return nil, fmt.Errorf("runner: lock %s: %w", r.lock.Name(), err)
 	}
-	if err := checkPrevious(r.state, cfg.Key); err != nil {
+	if r.committed, err = checkPrevious(r.state, cfg.Key); err != nil {
 		return nil, err
 	}
 	if r.jw, err = journal.Open(filepath.Join(r.state, JournalFile)); err != nil {
@@ -258,39 +259,50 @@ func stateDir(ws string) (string, error) {
 // checkPrevious refuses to run on top of a journal that no longer holds
 // the head the previous result committed to, or a previous result whose
 // signature does not verify under the run's key.
-func checkPrevious(state string, key *sign.PrivateKey) error {
+//
+// It returns the journal count the previous result committed to (0 when
+// there is none), so a run can record that entries after it belong to a
+// run that never finished.
+func checkPrevious(state string, key *sign.PrivateKey) (int64, error) {
 	b, err := readNoFollow(filepath.Join(state, ResultFile), maxResultBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		// Every finished run leaves a result. A signed run does not vouch
 		// for a journal whose result is gone (deleted, or a run that
 		// crashed): what it held cannot be checked any more.
 		if fi, jerr := os.Lstat(filepath.Join(state, JournalFile)); key != nil && jerr == nil && fi.Size() > 0 {
-			return fmt.Errorf("runner: %s has entries but there is no %s to check them against, so a signed run will not extend it; "+
+			return -1, fmt.Errorf("runner: %s has entries but there is no %s to check them against, so a signed run will not extend it; "+
 				"check it with 'cordon verify journal' and move %s away to start a new record", JournalFile, ResultFile, state)
 		}
-		return nil
+		return 0, nil // without a result, any entries are from runs that did not finish
 	}
 	if err != nil {
-		return fmt.Errorf("runner: previous result: %w", err)
+		return -1, fmt.Errorf("runner: previous result: %w", err)
 	}
 	res, err := ParseResult(b)
 	if err != nil {
-		return fmt.Errorf("runner: previous result %s: %w; restore it or move the .cordon directory away", ResultFile, err)
+		return -1, fmt.Errorf("runner: previous result %s: %w; restore it or move the .cordon directory away", ResultFile, err)
 	}
 	if key != nil && res.Signature != nil {
 		if err := res.CheckSignature(key.Public()); err != nil {
-			return fmt.Errorf("runner: previous result %s: %w", ResultFile, err)
+			return -1, fmt.Errorf("runner: previous result %s: %w", ResultFile, err)
 		}
 	}
 	f, err := openRegular(filepath.Join(state, JournalFile))
 	if err != nil {
-		return fmt.Errorf("runner: previous result commits to a journal that cannot be read: %w", err)
+		return -1, fmt.Errorf("runner: previous result commits to a journal that cannot be read: %w", err)
 	}
 	defer f.Close()
-	if _, err := journal.VerifyAgainst(f, res.Commitments.head()); err != nil {
-		return fmt.Errorf("runner: the journal no longer holds what the previous result committed to, so nothing is appended: %w", err)
+	_, err = journal.VerifyAgainst(f, res.Commitments.head())
+	var je *journal.Error
+	if errors.As(err, &je) && errors.Is(err, journal.ErrTorn) && je.Index >= res.Commitments.Journal.Count {
+		// A line after what the result committed to: a later run
+		// crashed mid-append. Repair removes just that line.
+		return -1, fmt.Errorf("runner: %s: %w", JournalFile, err)
 	}
-	return nil
+	if err != nil {
+		return -1, fmt.Errorf("runner: the journal no longer holds what the previous result committed to, so nothing is appended: %w", err)
+	}
+	return res.Commitments.Journal.Count, nil
 }
 
 // regularOrAbsent refuses anything but a regular file at name.
@@ -422,6 +434,15 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 		Type: BodyType, Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
 		Start: r.start.UTC().Format(time.RFC3339Nano), Writes: []WriteEffect{}, Runs: []RunEffect{}, Tasks: []TaskResult{},
 		Memory: r.mem.Kind(),
+	}
+	if head := r.jw.Head(); head.Count > r.committed {
+		// A run that started after the last result never finished (it
+		// crashed or was killed): say so, so its entries are not taken
+		// for this run's or left unexplained.
+		if _, err := r.record("run.unfinished", map[string]any{"from": r.committed, "entries": head.Count - r.committed}); err != nil {
+			return nil, err
+		}
+		r.logf("journal: entries %d to %d belong to a run that did not finish", r.committed, head.Count-1)
 	}
 	r.since = r.jw.Head().Count
 	if _, err := r.record("run.start", map[string]any{

@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/memory"
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/agent/runner"
+	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
 )
@@ -86,6 +87,10 @@ func runRun(e *env, args []string) error {
 		Workspace: ws, Manifest: m, Provider: p, Apply: *apply, Key: key, SandboxState: state, Tenant: *tenant,
 		Memory: memory.Options{NoGit: *noGit}, Log: prefixWriter{w: e.stderr, prefix: "cordon: "}, Version: version,
 	})
+	if errors.Is(err, journal.ErrTorn) {
+		return withHint(fmt.Errorf("run: %w", err), fmt.Sprintf("a crash left a partial last entry; 'cordon journal repair %s' removes it",
+			filepath.Join(ws, runner.StateDir, runner.JournalFile)))
+	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
