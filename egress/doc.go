@@ -58,7 +58,11 @@
 // method, host, port, the address dialled, the decision and its rule,
 // bytes each way and duration; a denial's Record.String is one line that
 // names the grant entry (Record.Hint, valid grant JSON) that would allow
-// it. Clients get a one-line reason, never internal errors.
+// it. Clients get a one-line reason, never internal errors. Records are
+// capped (Config.MaxRecords, 1024 by default): the decision that reaches
+// the cap is followed by one denial record saying so, and after it every
+// new connection is closed unread and unrecorded (Stats.Dropped), so a
+// flood of connections costs the host a close each, not a record each.
 //
 // # Shutdown
 //

@@ -53,7 +53,17 @@ type Config struct {
 	// denial, when the connection or request ends for an allowance. It
 	// must be safe for concurrent calls and should return quickly.
 	Record func(Record)
+	// MaxRecords caps the decisions recorded over the proxy's life, so
+	// that a flood of connections cannot cost the host a record each.
+	// The decision that reaches the cap is followed by one more record, a
+	// denial with rule "limit" that says so; after it every new
+	// connection is closed at once, unread and unrecorded, and counted in
+	// Stats.Dropped. Must be > 0.
+	MaxRecords int64
 }
+
+// DefaultMaxRecords is DefaultConfig's MaxRecords.
+const DefaultMaxRecords = 1024
 
 // DefaultConfig returns a Config with the default limits: 64 connections,
 // 60s idle, 10s header and dial timeouts, 16 KiB headers.
@@ -65,6 +75,7 @@ func DefaultConfig(e *grant.Enforcer) Config {
 		HeaderTimeout:  10 * time.Second,
 		DialTimeout:    10 * time.Second,
 		MaxHeaderBytes: 16 << 10,
+		MaxRecords:     DefaultMaxRecords,
 	}
 }
 
@@ -128,6 +139,7 @@ type Stats struct {
 	Conns              int64 // client connections handed to ServeConn
 	Active             int64 // client connections being served now
 	Denied             int64 // denial records
+	Dropped            int64 // connections closed unrecorded after MaxRecords
 	BytesUp, BytesDown int64 // bytes forwarded client→upstream and back, counted as they move (spliced: per MiB)
 }
 
@@ -136,6 +148,7 @@ type Proxy struct {
 	cfg Config
 
 	conns, denied, bytesUp, bytesDown atomic.Int64
+	records, dropped                  atomic.Int64
 
 	wg sync.WaitGroup // one per admitted ServeConn
 
@@ -158,6 +171,7 @@ func New(cfg Config) (*Proxy, error) {
 		{cfg.HeaderTimeout <= 0, fmt.Sprintf("HeaderTimeout %s is not positive", cfg.HeaderTimeout)},
 		{cfg.DialTimeout <= 0, fmt.Sprintf("DialTimeout %s is not positive", cfg.DialTimeout)},
 		{cfg.MaxHeaderBytes <= 0, fmt.Sprintf("MaxHeaderBytes %d is not positive", cfg.MaxHeaderBytes)},
+		{cfg.MaxRecords <= 0, fmt.Sprintf("MaxRecords %d is not positive", cfg.MaxRecords)},
 	} {
 		if c.bad {
 			return nil, fmt.Errorf("egress: %w: %s", ErrInvalidConfig, c.what)
@@ -180,12 +194,28 @@ func (p *Proxy) Stats() Stats {
 	active := p.active
 	p.mu.Unlock()
 	return Stats{Conns: p.conns.Load(), Active: int64(active), Denied: p.denied.Load(),
-		BytesUp: p.bytesUp.Load(), BytesDown: p.bytesDown.Load()}
+		Dropped: p.dropped.Load(), BytesUp: p.bytesUp.Load(), BytesDown: p.bytesDown.Load()}
 }
 
-// record completes r and hands it to Config.Record.
+// record completes r and hands it to Config.Record, up to MaxRecords;
+// the record that reaches the cap is followed by the cap's own denial.
+// A decision past the cap (of a connection admitted before it) is
+// counted as dropped.
 func (p *Proxy) record(r Record) {
 	r.Duration = time.Since(r.Start)
+	n := p.records.Add(1)
+	if n > p.cfg.MaxRecords {
+		p.dropped.Add(1)
+		return
+	}
+	p.emit(r)
+	if n == p.cfg.MaxRecords {
+		p.emit(Record{Rule: ruleLimit, Start: time.Now(),
+			Reason: fmt.Sprintf("the cap of %d recorded egress decisions is reached; later connections are closed unrecorded", p.cfg.MaxRecords)})
+	}
+}
+
+func (p *Proxy) emit(r Record) {
 	if !r.Allow {
 		p.denied.Add(1)
 	}
@@ -338,6 +368,11 @@ func (p *Proxy) release(s *session) {
 func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) {
 	start := time.Now()
 	p.conns.Add(1)
+	if p.records.Load() >= p.cfg.MaxRecords {
+		p.dropped.Add(1)
+		c.Close()
+		return
+	}
 	s, full := p.admit(ctx, c)
 	if s == nil {
 		if full {

@@ -333,8 +333,11 @@ var testHookBeforeWrite func(f *os.File, e Entry)
 type Writer struct {
 	f    *os.File
 	head Head
-	size int64 // bytes of the verified journal
+	size int64 // bytes written: the verified journal and every append since
 	err  error // set by a failed write or sync: the Writer appends nothing more
+
+	synced     int64 // bytes known durable: the verified journal and every synced append
+	syncedHead Head  // the head at synced
 }
 
 // Open locks the journal at path (creating it if needed), verifies it and
@@ -358,17 +361,36 @@ func Open(path string) (*Writer, error) {
 		f.Close()
 		return nil, err
 	}
-	return &Writer{f: f, head: head, size: size}, nil
+	return &Writer{f: f, head: head, size: size, synced: size, syncedHead: head}, nil
 }
 
 // Head returns the head after the last append.
 func (w *Writer) Head() Head { return w.head }
 
-// Append writes one entry with one write and syncs it. If the write or
-// the sync fails, the Writer cuts the file back to its last verified size
-// (best effort) and refuses every later append: a partial line must never
-// have another appended after it.
+// Append writes one entry with one write and syncs it, and with it every
+// entry AppendNoSync wrote before. If the write or the sync fails, the
+// Writer cuts the file back to its last synced size (best effort) and
+// refuses every later append: a partial line must never have another
+// appended after it.
 func (w *Writer) Append(typ string, body canon.Value) (Entry, error) {
+	e, err := w.AppendNoSync(typ, body)
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := w.f.Sync(); err != nil {
+		w.fail(err)
+		return Entry{}, err
+	}
+	w.synced, w.syncedHead = w.size, w.head
+	return e, nil
+}
+
+// AppendNoSync writes one entry with one write and does not sync it: the
+// next Append (or Sync) makes it durable. It is for entries written in
+// bursts (a command's egress decisions), made durable together with the
+// entry that ends the burst. A crash before that sync can lose the burst
+// or tear its last line, which Verify reports and Repair removes.
+func (w *Writer) AppendNoSync(typ string, body canon.Value) (Entry, error) {
 	if w.err != nil {
 		return Entry{}, fmt.Errorf("journal: an earlier append failed: %w", w.err)
 	}
@@ -381,22 +403,42 @@ func (w *Writer) Append(typ string, body canon.Value) (Entry, error) {
 		w.fail(err)
 		return Entry{}, err
 	}
-	if err := w.f.Sync(); err != nil {
-		w.fail(err)
-		return Entry{}, err
-	}
 	w.size += int64(len(line))
 	w.head = Head{Count: w.head.Count + 1, ID: e.id}
 	return e, nil
 }
 
-func (w *Writer) fail(err error) {
-	w.err = err
-	w.f.Truncate(w.size) // best effort: Verify and Repair handle what remains
+// Sync makes every entry written so far durable.
+func (w *Writer) Sync() error {
+	if w.err != nil {
+		return fmt.Errorf("journal: an earlier append failed: %w", w.err)
+	}
+	if err := w.f.Sync(); err != nil {
+		w.fail(err)
+		return err
+	}
+	w.synced, w.syncedHead = w.size, w.head
+	return nil
 }
 
-// Close releases the lock and the file.
-func (w *Writer) Close() error { return w.f.Close() }
+func (w *Writer) fail(err error) {
+	w.err = err
+	w.f.Truncate(w.synced) // best effort: Verify and Repair handle what remains
+	w.size, w.head = w.synced, w.syncedHead
+}
+
+// Close syncs what AppendNoSync wrote, then releases the lock and the
+// file.
+func (w *Writer) Close() error {
+	var err error
+	if w.err == nil && w.size != w.synced {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // Repair removes a torn last line — and nothing else — from the journal at
 // path. It refuses a journal whose complete lines do not verify.

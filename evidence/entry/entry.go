@@ -1,0 +1,370 @@
+// Package entry defines every journal entry cordon writes, as typed
+// bodies (docs/SPEC.md §4.3.1 lists them: type, members, who writes it,
+// when). A journal line's type member is a body's Name ("command",
+// "egress", "run.start", …); the body itself carries a type member naming
+// its schema and version, "cordon.<name>.v1". Encode is the only way a
+// body becomes a journal value, so no writer can invent a schema.
+//
+// The package is pure: it imports only the canonical forms, so offline
+// verifiers can read entries without linking the sandbox, the egress
+// proxy or a model provider.
+package entry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/cordon-dev/cordon/evidence/canon"
+)
+
+// Version is the schema version of every body in this file.
+const Version = 1
+
+// Body is a typed journal entry body.
+type Body interface {
+	// Name is the journal entry type, e.g. "command".
+	Name() string
+}
+
+// Type is the schema name a body of the named entry carries in its own
+// type member: "cordon.<name>.v1".
+func Type(name string) string { return fmt.Sprintf("cordon.%s.v%d", name, Version) }
+
+// Encode returns b as a journal body: its JSON members plus
+// "type": Type(b.Name()), in canonical form. A Decision is its grant
+// record, which names its own type.
+func Encode(b Body) (canon.Value, error) {
+	var raw []byte
+	if d, ok := b.(Decision); ok {
+		raw = d.Record
+	} else {
+		m, err := json.Marshal(b)
+		if err != nil {
+			return canon.Value{}, fmt.Errorf("entry %s: %w", b.Name(), err)
+		}
+		if len(m) < 2 || m[0] != '{' {
+			return canon.Value{}, fmt.Errorf("entry %s: body is not an object", b.Name())
+		}
+		t, _ := json.Marshal(Type(b.Name()))
+		raw = append([]byte(`{"type":`), t...)
+		if !bytes.Equal(m, []byte("{}")) {
+			raw = append(raw, ',')
+		}
+		raw = append(raw, m[1:]...)
+	}
+	v, err := canon.Parse(raw)
+	if err != nil {
+		return canon.Value{}, fmt.Errorf("entry %s: %w", b.Name(), err)
+	}
+	return v, nil
+}
+
+// Decision is a grant decision (grant.Decision.Record): the sandbox's
+// exec decision, and any other decision a writer journals. Its record
+// carries "type": "cordon.decision.v1".
+type Decision struct {
+	Record json.RawMessage
+}
+
+func (Decision) Name() string { return "decision" }
+
+// Program is the executable a command started.
+type Program struct {
+	Path string `json:"path"`
+	B3   string `json:"b3"`
+}
+
+// Command is the outcome of one sandboxed command: written by
+// session.Exec once the command ended, or with Error when it was refused
+// or failed to start (so a decision never dangles). Task, ID and Kind are
+// the runner's labels (absent for `cordon exec`); Stdout and Stderr are
+// ContentIds of what the runner captured (absent when the streams went to
+// a terminal).
+type Command struct {
+	Task            string            `json:"task,omitempty"`
+	ID              string            `json:"id,omitempty"`
+	Kind            string            `json:"kind,omitempty"`
+	Argv            []string          `json:"argv"`
+	Tier            string            `json:"tier,omitempty"`
+	Grants          string            `json:"grants"`
+	Program         *Program          `json:"program,omitempty"`
+	Exit            *int              `json:"exit,omitempty"`
+	Signal          int               `json:"signal,omitempty"`
+	TimedOut        bool              `json:"timed_out,omitempty"`
+	OOMKills        int64             `json:"oom_kills,omitempty"`
+	Outputs         map[string]string `json:"outputs,omitempty"`
+	OutputsError    string            `json:"outputs_error,omitempty"`
+	Stdout          string            `json:"stdout,omitempty"`
+	Stderr          string            `json:"stderr,omitempty"`
+	CPUNS           int64             `json:"cpu_ns,omitempty"`
+	WallUS          int64             `json:"wall_us,omitempty"`
+	PeakMemoryBytes int64             `json:"peak_memory_bytes,omitempty"`
+	EgressDropped   int64             `json:"egress_dropped,omitempty"`
+	Error           string            `json:"error,omitempty"`
+}
+
+func (Command) Name() string { return "command" }
+
+// Egress is one egress decision of a command, streamed by the session as
+// the proxy decides it.
+type Egress struct {
+	Task       string `json:"task,omitempty"`
+	ID         string `json:"id,omitempty"`
+	Method     string `json:"method"`
+	Host       string `json:"host"`
+	Port       int    `json:"port"`
+	Addr       string `json:"addr,omitempty"`
+	Allow      bool   `json:"allow"`
+	Rule       string `json:"rule"`
+	Reason     string `json:"reason,omitempty"`
+	Status     int    `json:"status"`
+	Error      string `json:"error,omitempty"`
+	BytesUp    int64  `json:"bytes_up"`
+	BytesDown  int64  `json:"bytes_down"`
+	StartUS    int64  `json:"start_us"` // µs since the epoch: ns would pass 2^53
+	DurationUS int64  `json:"duration_us"`
+}
+
+func (Egress) Name() string { return "egress" }
+
+// Meter says how the session measured one device class's energy, and
+// the figures its receipt record carries: a hardware meter (HwShunt,
+// Source names it; a shared counter's TotalUJ and the Attribution of the
+// run's share), or the Estimator and why no meter was used (Reason).
+type Meter struct {
+	Class       string  `json:"class"`
+	Provenance  string  `json:"provenance"`
+	Source      string  `json:"source"`
+	Reason      string  `json:"reason,omitempty"`
+	EstimatedUJ uint64  `json:"estimated_uj"`
+	MeasuredUJ  *uint64 `json:"measured_uj,omitempty"`
+	TotalUJ     *uint64 `json:"total_uj,omitempty"`
+	Attribution string  `json:"attribution,omitempty"`
+	BusyNS      uint64  `json:"busy_ns"`
+}
+
+func (Meter) Name() string { return "meter" }
+
+// RunUnfinished marks entries of an earlier run that never ended.
+type RunUnfinished struct {
+	From    int64 `json:"from"`
+	Entries int64 `json:"entries"`
+}
+
+func (RunUnfinished) Name() string { return "run.unfinished" }
+
+// Memory names the runner's memory store.
+type Memory struct {
+	Kind   string `json:"kind"`
+	Reason string `json:"reason,omitempty"`
+	File   string `json:"file,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (Memory) Name() string { return "memory" }
+
+// RunStart begins an agent run.
+type RunStart struct {
+	Manifest string `json:"manifest"`
+	Apply    bool   `json:"apply"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Grants   string `json:"grants"`
+	Memory   Memory `json:"memory"`
+}
+
+func (RunStart) Name() string { return "run.start" }
+
+// RunEnd ends an agent run; Body is the ContentId of the result body.
+type RunEnd struct {
+	Status string `json:"status"`
+	Body   string `json:"body"`
+}
+
+func (RunEnd) Name() string { return "run.end" }
+
+// TaskStart begins a task; TaskText is the ContentId of its task text.
+type TaskStart struct {
+	Task     string `json:"task"`
+	Manifest string `json:"manifest"`
+	TaskText string `json:"task_text"`
+}
+
+func (TaskStart) Name() string { return "task.start" }
+
+// TaskEnd ends a task with its usage; Summary is a ContentId.
+type TaskEnd struct {
+	Task         string `json:"task"`
+	Status       string `json:"status"`
+	Turns        int64  `json:"turns"`
+	ModelCalls   int64  `json:"model_calls"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Loops        int64  `json:"loops"`
+	Summary      string `json:"summary"`
+}
+
+func (TaskEnd) Name() string { return "task.end" }
+
+// TaskCancelled is a queued sub-task that never ran.
+type TaskCancelled struct {
+	Task     string `json:"task"`
+	Manifest string `json:"manifest"`
+	Reason   string `json:"reason"`
+}
+
+func (TaskCancelled) Name() string { return "task.cancelled" }
+
+// TaskInterrupted is a task whose context ended.
+type TaskInterrupted struct {
+	Task  string `json:"task"`
+	Error string `json:"error"`
+}
+
+func (TaskInterrupted) Name() string { return "task.interrupted" }
+
+// TaskStopped is a task whose model stopped without finishing.
+type TaskStopped struct {
+	Task       string `json:"task"`
+	StopReason string `json:"stop_reason"`
+}
+
+func (TaskStopped) Name() string { return "task.stopped" }
+
+// TaskFinish is the model's finish call; Summary is a ContentId.
+type TaskFinish struct {
+	Task    string `json:"task"`
+	Summary string `json:"summary"`
+}
+
+func (TaskFinish) Name() string { return "task.finish" }
+
+// ModelRequest is written before each model call; Last is a digest of
+// the last message.
+type ModelRequest struct {
+	Task        string `json:"task"`
+	Turn        int64  `json:"turn"`
+	Messages    int    `json:"messages"`
+	MaxTokens   int64  `json:"max_tokens"`
+	MaxAttempts int64  `json:"max_attempts"`
+	Last        string `json:"last"`
+}
+
+func (ModelRequest) Name() string { return "model.request" }
+
+// Usage is a model response's token usage.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	Reported     bool  `json:"reported"`
+}
+
+// ToolCallSummary names one tool call of a model response.
+type ToolCallSummary struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// ModelResponse is a model's answer: digests of its text and content,
+// and the tool calls it made.
+type ModelResponse struct {
+	Task          string            `json:"task"`
+	Turn          int64             `json:"turn"`
+	StopReason    string            `json:"stop_reason"`
+	Attempts      int64             `json:"attempts"`
+	RequestID     string            `json:"request_id"`
+	Model         string            `json:"model"`
+	Usage         Usage             `json:"usage"`
+	Text          string            `json:"text"`
+	Content       string            `json:"content"`
+	ToolCallCount int               `json:"tool_call_count"`
+	ToolCalls     []ToolCallSummary `json:"tool_calls"`
+}
+
+func (ModelResponse) Name() string { return "model.response" }
+
+// ModelError is a failed or unusable model call.
+type ModelError struct {
+	Task         string `json:"task"`
+	Turn         int64  `json:"turn"`
+	ChargedCalls *int64 `json:"charged_calls,omitempty"`
+	Error        string `json:"error"`
+}
+
+func (ModelError) Name() string { return "model.error" }
+
+// Budget is a budget event (exhausted, or over).
+type Budget struct {
+	Task   string `json:"task"`
+	Owner  string `json:"owner"`
+	Budget string `json:"budget"`
+	Used   int64  `json:"used"`
+	Limit  int64  `json:"limit"`
+	Event  string `json:"event"`
+}
+
+func (Budget) Name() string { return "budget" }
+
+// ToolCall is a tool call as the model asked for it: Input is the
+// ContentId of its input, Args a bounded summary.
+type ToolCall struct {
+	Task  string          `json:"task"`
+	ID    string          `json:"id"`
+	Tool  string          `json:"tool"`
+	Input string          `json:"input"`
+	Args  json.RawMessage `json:"args"`
+}
+
+func (ToolCall) Name() string { return "tool.call" }
+
+// ToolRefused is a tool call the runner refused.
+type ToolRefused struct {
+	Task   string `json:"task"`
+	ID     string `json:"id"`
+	Tool   string `json:"tool"`
+	Reason string `json:"reason"`
+}
+
+func (ToolRefused) Name() string { return "tool.refused" }
+
+// Effect is a write or a command, applied or planned.
+type Effect struct {
+	Task   string          `json:"task"`
+	ID     string          `json:"id"`
+	Kind   string          `json:"kind"`
+	Effect json.RawMessage `json:"effect"`
+}
+
+func (Effect) Name() string { return "effect" }
+
+// Mailbox is a post to, or a read from, the operator's mailbox; Text is
+// a ContentId.
+type Mailbox struct {
+	Task   string  `json:"task"`
+	Action string  `json:"action"`
+	Seq    int64   `json:"seq,omitempty"`
+	Text   string  `json:"text,omitempty"`
+	Seqs   []int64 `json:"seqs,omitempty"`
+}
+
+func (Mailbox) Name() string { return "mailbox" }
+
+// Spawn queues a sub-task.
+type Spawn struct {
+	Task     string `json:"task"`
+	ID       string `json:"id"`
+	Manifest string `json:"manifest"`
+	Queued   int    `json:"queued"`
+}
+
+func (Spawn) Name() string { return "spawn" }
+
+// All is one zero value of every body type, for the SPEC table's test.
+func All() []Body {
+	return []Body{Decision{}, Command{}, Egress{}, Meter{}, RunUnfinished{}, Memory{},
+		RunStart{}, RunEnd{}, TaskStart{}, TaskEnd{}, TaskCancelled{}, TaskInterrupted{}, TaskStopped{},
+		TaskFinish{}, ModelRequest{}, ModelResponse{}, ModelError{}, Budget{}, ToolCall{}, ToolRefused{},
+		Effect{}, Mailbox{}, Spawn{}}
+}

@@ -1,0 +1,112 @@
+package session
+
+import (
+	"errors"
+	"maps"
+	"time"
+
+	"github.com/cordon-dev/cordon/evidence/attest"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/receipt"
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// SealInput is what the caller knows that the session does not.
+type SealInput struct {
+	// Unit is the ContentId of the unit of work (a manifest, an exec
+	// unit document).
+	Unit canon.ID
+	// Exit is the unit's exit status (0 for success).
+	Exit int64
+	// Outputs, if not nil, replaces the outputs the session's commands
+	// returned (path → ContentId).
+	Outputs map[string]string
+	// JournalRoot, if not zero, is the entry the receipt binds to;
+	// otherwise the journal's head after the meter entries (none without
+	// a journal).
+	JournalRoot canon.ID
+	// Kernel, if not "", replaces this host's kernel in the attestation
+	// (the demo's synthetic evidence says so there).
+	Kernel string
+}
+
+// Sealed is a session's evidence.
+type Sealed struct {
+	Core        *receipt.Core
+	ID          canon.ID // the receipt's ContentId
+	Receipt     []byte   // the signed JCR-1 envelope
+	Attestation []byte   // the signed attestation
+	Energy      *Energy
+}
+
+// Seal stops the meters (journalling the meter entries, if StopMeters
+// did not), builds the receipt core — the tier commands ran at, or the
+// required tier when none ran; energy per device class, measured or
+// estimated — and signs the receipt and the attestation with k. Nothing
+// can run in the session afterwards.
+func (s *Session) Seal(k *sign.PrivateKey, in SealInput) (*Sealed, error) {
+	if k == nil {
+		return nil, errors.New("session: sealing needs a key")
+	}
+	if in.Unit.IsZero() {
+		return nil, errors.New("session: sealing needs the unit of work's ContentId")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sealed {
+		return nil, ErrSealed
+	}
+	e, err := s.stopMeters()
+	if err != nil {
+		return nil, err
+	}
+	s.sealed = true
+	t := s.plan.Required
+	if s.ran {
+		t = s.tier
+	}
+	outs := in.Outputs
+	if outs == nil {
+		outs = maps.Clone(s.outs)
+	}
+	root := ""
+	switch {
+	case !in.JournalRoot.IsZero():
+		root = in.JournalRoot.String()
+	case s.rec != nil && s.rec.Head().Count > 0:
+		root = s.rec.Head().ID.String()
+	}
+	end := time.Now()
+	rc := &receipt.Core{
+		Type: receipt.Type, Unit: in.Unit.String(), Grants: s.cfg.Grants.ID().String(), Tier: t.String(),
+		StartNS: uint64(s.opened.UnixNano()), EndNS: uint64(end.UnixNano()), Exit: in.Exit, Outputs: outs,
+		Devices: e.Devices, JournalRoot: root,
+	}
+	rc.Finish()
+	env, id, err := receipt.Seal(k, rc)
+	if err != nil {
+		return nil, err
+	}
+	host := attest.Host{Kernel: kernel(), Cordon: s.cfg.Version, Tiers: tierNames(s.plan.Offers, t)}
+	if in.Kernel != "" {
+		host.Kernel = in.Kernel
+		host.Tiers = []string{t.String()}
+	}
+	att, err := attest.Sign(k, attest.For(rc, host))
+	if err != nil {
+		return nil, err
+	}
+	return &Sealed{Core: rc, ID: id, Receipt: env, Attestation: att, Energy: e}, nil
+}
+
+func tierNames(offers []tier.Tier, used tier.Tier) []string {
+	var out []string
+	for _, t := range offers {
+		out = append(out, t.String())
+	}
+	if len(out) == 0 {
+		out = []string{used.String()}
+	}
+	return out
+}

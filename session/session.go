@@ -1,0 +1,466 @@
+// Package session is the one place a governed execution happens: plan
+// (grants, the tier decision and its explanation, one Enforcer), execute
+// (a command in the sandbox, its egress through the proxy, every decision
+// and effect journalled as typed entries), and seal (the energy the run
+// used, metered or estimated, in a receipt and an attestation). The agent
+// runner, `cordon exec` and the demo all go through it; nothing else
+// builds a receipt core or writes a command or egress entry.
+//
+//	s, err := session.Open(ctx, cfg)   // tier decision, meters started
+//	out, err := s.Exec(ctx, cmd)       // decision → sandbox → command entry
+//	sealed, err := s.Seal(key, in)     // meter entries, receipt, attestation
+//
+// The journal entries are specified in docs/SPEC.md §4.3.1.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cordon-dev/cordon/egress"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/entry"
+	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// Errors a caller can tell apart with errors.Is.
+var (
+	// ErrNoTier wraps an Exec refused because the host cannot provide
+	// the tier the grant set requires.
+	ErrNoTier = errors.New("session: the host cannot provide the required tier")
+	// ErrRefused wraps an Exec refused before the sandbox was asked: by
+	// the Before hook, a missing tenant, limits, or a grant set the
+	// session's does not cover.
+	ErrRefused = errors.New("session: refused")
+	// ErrSealed is returned by every call after Seal or Close.
+	ErrSealed = errors.New("session: already sealed")
+)
+
+// Sandbox is what a session needs from package sandbox; tests replace it
+// to simulate a host without the sandbox's facilities.
+type Sandbox interface {
+	Offers() []tier.Tier
+	Probe(tier.Tier) error
+	Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error)
+}
+
+// HostSandbox is the host's sandbox (package sandbox).
+type HostSandbox struct{}
+
+func (HostSandbox) Offers() []tier.Tier     { return sandbox.Offers() }
+func (HostSandbox) Probe(t tier.Tier) error { return sandbox.Probe(t) }
+func (HostSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error) {
+	return sandbox.Run(ctx, s)
+}
+
+// Effect is what the Before hook is asked to allow.
+type Effect struct {
+	Kind string   // "exec"
+	Argv []string // the command
+	Tier tier.Tier
+}
+
+// BeforeFunc is called before each effect; an error refuses it, and the
+// refusal is journalled. It is the seam for approval gates and credential
+// injection.
+type BeforeFunc func(ctx context.Context, e Effect) error
+
+// EgressFunc observes each egress decision (`cordon exec` prints
+// denials); it must return quickly.
+type EgressFunc func(egress.Record)
+
+// Config is one session.
+type Config struct {
+	// Grants is the session's grant set; every command runs under it or
+	// under a grant set it covers (Command.Grants).
+	Grants *grant.Set
+	// Tenant names the tenant of a multi-tenant (S3) grant set.
+	Tenant string
+	// StateDir is the sandbox's state directory (sandbox.Spec.StateDir).
+	StateDir string
+	// Workspace is the host directory inputs come from and outputs go to.
+	Workspace string
+	// Recorder receives every entry; nil records nothing.
+	Recorder *Recorder
+	// Sandbox runs commands; nil is the host's.
+	Sandbox Sandbox
+	// Before, if not nil, is called before each effect.
+	Before BeforeFunc
+	// OnEgress, if not nil, observes each egress decision.
+	OnEgress EgressFunc
+	// MaxEgress caps the egress decisions recorded per command
+	// (egress.Config.MaxRecords); 0 means egress.DefaultMaxRecords.
+	MaxEgress int64
+	// Meters are the hardware meters, by device class; nil means
+	// HostMeters(Powercap). Use Meters{} for none.
+	Meters Meters
+	// Powercap is the powercap tree HostMeters reads ("" is
+	// energy.DefaultPowercap).
+	Powercap string
+	// Version is cordon's version, for the attestation.
+	Version string
+}
+
+// Session is one governed execution. Exec calls are serialized.
+type Session struct {
+	cfg      Config
+	enforcer *grant.Enforcer
+	sb       Sandbox
+	plan     Plan
+	rec      *Recorder
+	meters   *metering
+	opened   time.Time
+
+	mu     sync.Mutex // serializes Exec and guards what follows
+	sealed bool
+	ran    bool
+	tier   tier.Tier // the highest tier a command ran at, if ran
+	cpuNS  int64
+	outs   map[string]string
+	energy *Energy // set by StopMeters
+}
+
+// Plan is the tier decision: the tier the grant set requires, whether
+// this host provides it, and why not.
+type Plan struct {
+	Required tier.Tier
+	Offers   []tier.Tier
+	Err      error // nil when the host runs Required
+}
+
+// Open plans the session and starts its meters. It fails only on a bad
+// Config; a host that cannot provide the tier is recorded in Plan and
+// refuses each Exec, so that dry runs still work there.
+func Open(ctx context.Context, cfg Config) (*Session, error) {
+	if cfg.Grants == nil {
+		return nil, errors.New("session: a grant set is required")
+	}
+	if cfg.MaxEgress < 0 {
+		return nil, fmt.Errorf("session: MaxEgress %d is negative", cfg.MaxEgress)
+	}
+	s := &Session{cfg: cfg, enforcer: grant.New(cfg.Grants), sb: cfg.Sandbox, rec: cfg.Recorder,
+		opened: time.Now(), outs: map[string]string{}}
+	if s.sb == nil {
+		s.sb = HostSandbox{}
+	}
+	s.plan = planFor(s.sb, cfg.Grants)
+	meters := cfg.Meters
+	var why map[string]string
+	if meters == nil {
+		meters, why = HostMeters(cfg.Powercap)
+	}
+	m, err := startMeters(ctx, meters, why, classesOf(cfg.Grants))
+	if err != nil {
+		meters.Close()
+		return nil, err
+	}
+	s.meters = m
+	return s, nil
+}
+
+func planFor(sb Sandbox, gs *grant.Set) Plan {
+	p := Plan{Required: tier.Required(gs), Offers: sb.Offers()}
+	if _, err := (tier.Host{Offers: p.Offers}).Select(gs); err != nil {
+		if p.Required == tier.S2 || p.Required == tier.S3 {
+			if perr := sb.Probe(p.Required); perr != nil {
+				err = fmt.Errorf("%w (%w)", err, perr) // say which facility is missing
+			}
+		}
+		p.Err = err
+	}
+	return p
+}
+
+// Plan returns the session's tier decision.
+func (s *Session) Plan() Plan { return s.plan }
+
+// Enforcer is the session's one Enforcer.
+func (s *Session) Enforcer() *grant.Enforcer { return s.enforcer }
+
+// Recorder is the session's journal (nil when none).
+func (s *Session) Recorder() *Recorder { return s.rec }
+
+// Decide decides q with the session's Enforcer and journals the decision.
+func (s *Session) Decide(q grant.Query) (grant.Decision, error) {
+	d := s.enforcer.Decide(q)
+	if _, err := s.rec.Record(entry.Decision{Record: d.Record()}); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// Command is one command to run.
+type Command struct {
+	Argv            []string
+	Inputs, Outputs []string
+	// OutputsOptional: see sandbox.Spec.OutputsOptional.
+	OutputsOptional bool
+	// Env holds values of environment variables the grant set names.
+	Env map[string]string
+	// Wall, if positive, shortens the grant set's wall-clock limit; a
+	// longer one is refused.
+	Wall time.Duration
+	// Grants, if not nil, is a narrower grant set for this command
+	// (a sub-task's); the session's must cover it.
+	Grants *grant.Set
+	// Stdin, Stdout and Stderr are the program's streams (nil: /dev/null).
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Capture, if positive, keeps the first Capture bytes of stdout and
+	// stderr in the Outcome (instead of Stdout and Stderr) and journals
+	// their ContentIds.
+	Capture int
+	// Task, ID and Kind label the journal entries (the runner's).
+	Task, ID, Kind string
+}
+
+// Outcome is what one Exec did.
+type Outcome struct {
+	Result         *sandbox.Result
+	Stdout, Stderr Captured // when Command.Capture > 0
+	Egress         egress.Stats
+	Entry          journal.Entry // the command entry
+}
+
+// Captured is the head of one stream and how many bytes followed it.
+type Captured struct {
+	Bytes   []byte
+	Dropped int64
+}
+
+// Exec runs one command: the Before hook, the tier and limits, the
+// sandbox (whose exec decision is journalled before the program starts),
+// the egress proxy (each decision streamed to the journal as it is made,
+// capped), then one command entry with the outcome — also when the
+// command was refused or failed to start, so no decision dangles.
+// The error is a *sandbox.ExitError when the program did not start;
+// errors wrapping ErrRefused or ErrNoTier when the session refused it;
+// otherwise a journal failure.
+func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sealed {
+		return nil, ErrSealed
+	}
+	gs := s.cfg.Grants
+	if c.Grants != nil {
+		if err := grant.Covers(gs, c.Grants); err != nil {
+			return nil, s.refuse(c, fmt.Errorf("%w: the command's grant set is wider than the session's: %w", ErrRefused, err))
+		}
+		gs = c.Grants
+	}
+	plan := s.plan
+	if c.Grants != nil {
+		plan = planFor(s.sb, gs)
+	}
+	if plan.Err != nil {
+		return nil, s.refuse(c, fmt.Errorf("%w: %w", ErrNoTier, plan.Err))
+	}
+	t := plan.Required
+	tenant := ""
+	if t == tier.S3 {
+		if s.cfg.Tenant == "" {
+			return nil, s.refuse(c, fmt.Errorf("%w: the grant set is multi-tenant (S3): name the tenant", ErrRefused))
+		}
+		tenant = s.cfg.Tenant
+	}
+	limits, err := sandbox.LimitsFor(gs)
+	if err != nil {
+		return nil, s.refuse(c, fmt.Errorf("%w: the grant set: %w", ErrRefused, err))
+	}
+	if c.Wall < 0 || c.Wall > limits.Wall {
+		return nil, s.refuse(c, fmt.Errorf("%w: a wall clock of %s is outside the granted %s", ErrRefused, c.Wall, limits.Wall))
+	}
+	if c.Wall > 0 {
+		limits.Wall = c.Wall
+	}
+	if s.cfg.Before != nil {
+		if err := s.cfg.Before(ctx, Effect{Kind: "exec", Argv: c.Argv, Tier: t}); err != nil {
+			return nil, s.refuse(c, fmt.Errorf("%w: %w", ErrRefused, err))
+		}
+	}
+	spec := &sandbox.Spec{
+		Argv: c.Argv, Grants: gs, Tier: t, Tenant: tenant, StateDir: s.cfg.StateDir, Workspace: s.cfg.Workspace,
+		Inputs: c.Inputs, Outputs: c.Outputs, OutputsOptional: c.OutputsOptional, Env: c.Env, Limits: limits,
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+		Decided: func(d grant.Decision) error {
+			_, err := s.rec.Record(entry.Decision{Record: d.Record()})
+			return err
+		},
+	}
+	var stdout, stderr capped
+	if c.Capture > 0 {
+		stdout.limit, stderr.limit = c.Capture, c.Capture
+		spec.Stdout, spec.Stderr = &stdout, &stderr
+	}
+	var (
+		proxy   *egress.Proxy
+		egMu    sync.Mutex
+		egErr   error // the first egress entry that failed; guarded by egMu
+		egStats egress.Stats
+	)
+	if len(gs.Egress) > 0 {
+		cfg := egress.DefaultConfig(grant.New(gs))
+		if s.cfg.MaxEgress > 0 {
+			cfg.MaxRecords = s.cfg.MaxEgress
+		}
+		cfg.Record = func(r egress.Record) {
+			if s.cfg.OnEgress != nil {
+				s.cfg.OnEgress(r)
+			}
+			err := s.rec.stream(egressEntry(c, r))
+			egMu.Lock()
+			if err != nil && egErr == nil {
+				egErr = err
+			}
+			egMu.Unlock()
+		}
+		if proxy, err = egress.New(cfg); err != nil {
+			return nil, s.refuse(c, fmt.Errorf("%w: egress proxy: %w", ErrRefused, err))
+		}
+		spec.Egress = proxy
+	}
+	res, runErr := s.sb.Run(ctx, spec)
+	if proxy != nil {
+		proxy.Close() // returns once every connection is done: every decision is streamed
+		egStats = proxy.Stats()
+	}
+	egMu.Lock()
+	failed := egErr
+	egMu.Unlock()
+	if failed != nil {
+		// A decision is missing from the record: nothing more is written
+		// under it, and the command's outcome is not vouched for.
+		return nil, fmt.Errorf("session: egress decisions were not all recorded: %w", failed)
+	}
+	if runErr != nil {
+		if _, err := s.rec.Record(commandEntry(c, gs, nil, runErr, egStats)); err != nil {
+			return nil, err
+		}
+		return nil, runErr
+	}
+	s.ran = true
+	s.tier = max(s.tier, res.Tier)
+	s.cpuNS += res.CPUNanos
+	for _, f := range res.Outputs {
+		s.outs[f.Path] = f.ID.String()
+	}
+	body := commandEntry(c, gs, res, nil, egStats)
+	if c.Capture > 0 {
+		body.Stdout = canon.Sum(stdout.buf).String()
+		body.Stderr = canon.Sum(stderr.buf).String()
+	}
+	e, err := s.rec.Record(body)
+	if err != nil {
+		return nil, err
+	}
+	return &Outcome{Result: res, Egress: egStats, Entry: e,
+		Stdout: Captured{stdout.buf, stdout.dropped}, Stderr: Captured{stderr.buf, stderr.dropped}}, nil
+}
+
+// refuse journals a command refused before the sandbox was asked and
+// returns err (or the journal's failure).
+func (s *Session) refuse(c Command, err error) error {
+	if _, jerr := s.rec.Record(commandEntry(c, s.cfg.Grants, nil, err, egress.Stats{})); jerr != nil {
+		return jerr
+	}
+	return err
+}
+
+func commandEntry(c Command, gs *grant.Set, res *sandbox.Result, err error, eg egress.Stats) entry.Command {
+	body := entry.Command{Task: c.Task, ID: c.ID, Kind: c.Kind, Argv: c.Argv, Grants: gs.ID().String(), EgressDropped: eg.Dropped}
+	if body.Argv == nil {
+		body.Argv = []string{}
+	}
+	if err != nil {
+		body.Error = oneLine(err.Error())
+		return body
+	}
+	exit := res.ExitCode
+	body.Tier, body.Exit, body.Signal, body.TimedOut, body.OOMKills = res.Tier.String(), &exit, res.Signal, res.TimedOut, res.OOMKills
+	body.Program = &entry.Program{Path: res.Program.Path, B3: res.Program.B3.String()}
+	body.CPUNS, body.WallUS, body.PeakMemoryBytes = res.CPUNanos, res.Wall().Microseconds(), res.PeakMemoryBytes
+	body.Outputs = map[string]string{}
+	for _, f := range res.Outputs {
+		body.Outputs[f.Path] = f.ID.String()
+	}
+	if res.OutputsErr != nil {
+		body.OutputsError = oneLine(res.OutputsErr.Error())
+	}
+	return body
+}
+
+func egressEntry(c Command, r egress.Record) entry.Egress {
+	e := entry.Egress{Task: c.Task, ID: c.ID, Method: r.Method, Host: r.Host, Port: r.Port, Allow: r.Allow,
+		Rule: r.Rule, Reason: clip(r.Reason, 1024), Status: r.Status, Error: clip(r.Error, 1024),
+		BytesUp: r.BytesUp, BytesDown: r.BytesDown, StartUS: r.Start.UnixMicro(), DurationUS: r.Duration.Microseconds()}
+	if r.Addr.IsValid() {
+		e.Addr = r.Addr.String()
+	}
+	return e
+}
+
+// Ran reports whether a command ran, and the highest tier one ran at.
+func (s *Session) Ran() (tier.Tier, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tier, s.ran
+}
+
+// CPU is the CPU time of every command run so far.
+func (s *Session) CPU() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Duration(s.cpuNS)
+}
+
+// Close stops the meters without sealing. It is safe after Seal.
+func (s *Session) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sealed = true
+	s.meters.close()
+}
+
+// capped keeps the first limit bytes written and counts the rest.
+type capped struct {
+	limit   int
+	buf     []byte
+	dropped int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	n := min(len(p), c.limit-len(c.buf))
+	c.buf = append(c.buf, p[:n]...)
+	c.dropped += int64(len(p) - n)
+	return len(p), nil
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return "linux " + strings.TrimSpace(string(b))
+}
+
