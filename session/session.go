@@ -269,7 +269,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 	tenant := ""
 	if t == tier.S3 {
 		if s.cfg.Tenant == "" {
-			return nil, s.refuse(c, fmt.Errorf("%w: the grant set is multi-tenant (S3): name the tenant", ErrRefused))
+			return nil, s.refuse(c, fmt.Errorf("%w: an S3 run needs a tenant name: the grant set is multi-tenant", ErrRefused))
 		}
 		tenant = s.cfg.Tenant
 	}

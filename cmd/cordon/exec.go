@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,10 +19,10 @@ import (
 	"github.com/cordon-dev/cordon/energy"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
-	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/tier"
 )
 
@@ -67,6 +68,7 @@ func runExec(e *env, args []string) error {
 	journalFile := fs.String("journal", "", "append the run's decisions (exec, every egress request) and its outcome to this journal (JSON lines, hash-chained)")
 	stats := fs.Bool("stats", false, "print the run's exit status, wall time, CPU time and peak memory to stderr")
 	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
+	powercap := fs.String("powercap", energy.DefaultPowercap, "the powercap tree whose RAPL counters meter the CPU's energy for the receipt")
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -95,15 +97,6 @@ func runExec(e *env, args []string) error {
 	limits, err := execLimits(gs, *timeout)
 	if err != nil {
 		return refuse(fmt.Errorf("exec: %s: %w", gsName, err))
-	}
-	t, err := tier.Host{Offers: sandbox.Offers()}.Select(gs)
-	if err != nil {
-		if req := tier.Required(gs); req == tier.S2 || req == tier.S3 {
-			if perr := sandbox.Probe(req); perr != nil {
-				err = perr // say which facility is missing
-			}
-		}
-		return refuse(withHint(fmt.Errorf("exec: %w", err), "cordon runs untrusted code only inside its sandbox (S2, or S3 with --tenant); see docs/sandbox.md"))
 	}
 	var key *sign.PrivateKey
 	if *receiptFile != "" {
@@ -140,38 +133,67 @@ func runExec(e *env, args []string) error {
 			vars[name] = v
 		}
 	}
-	spec := &sandbox.Spec{
-		Argv: argv, Grants: gs, Tier: t, Tenant: *tenant, StateDir: state,
-		Workspace: ws, Inputs: ins, Outputs: outs, Env: vars, Limits: limits,
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
-	}
-	var (
-		proxy      *egress.Proxy
-		journalErr func() error
-	)
-	if len(gs.Egress) > 0 {
-		proxy, journalErr, err = execEgress(gs, e.stderr, *journalFile)
-		if err != nil {
-			return refuse(fmt.Errorf("exec: egress proxy: %w", err))
-		}
-		spec.Egress = proxy
-	}
+	var rec *session.Recorder
 	if *journalFile != "" {
-		spec.Decided = func(d grant.Decision) error { return appendJournal(*journalFile, "decision", d.Record()) }
+		w, err := journal.Open(*journalFile)
+		if err != nil {
+			return refuse(fmt.Errorf("exec: --journal: %w", err))
+		}
+		defer w.Close()
+		rec = session.NewRecorder(w, nil)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := sandbox.Run(ctx, spec)
-	if proxy != nil {
-		proxy.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var caught atomic.Value // the os.Signal that interrupted the run
+	go func() {
+		select {
+		case sig := <-sigs:
+			caught.Store(sig)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	s, err := session.Open(ctx, session.Config{
+		Grants: gs, Tenant: *tenant, StateDir: state, Workspace: ws, Recorder: rec, Powercap: *powercap, Version: version,
+		OnEgress: func(r egress.Record) {
+			if !r.Allow || r.Error != "" {
+				fmt.Fprintln(e.stderr, "cordon: "+oneLine(r.String()))
+			}
+		},
+	})
+	if err != nil {
+		return refuse(fmt.Errorf("exec: %w", err))
+	}
+	defer s.Close()
+	if plan := s.Plan(); plan.Err == nil && *tenant != "" && plan.Required != tier.S3 {
+		return refuse(fmt.Errorf("exec: sandbox: refused: tenant %q given for a single-tenant (%s) run", *tenant, plan.Required))
+	}
+	out, err := s.Exec(ctx, session.Command{
+		Argv: argv, Inputs: ins, Outputs: outs, Env: vars, Wall: limits.Wall,
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
+	})
+	if sig, ok := caught.Load().(os.Signal); ok {
+		code := 130
+		if sig == syscall.SIGTERM {
+			code = 143
+		}
+		fmt.Fprintf(e.stderr, "cordon: error: exec: interrupted by %s; the run was killed\n", signalName(sig))
+		return &exitStatus{code: code}
 	}
 	if err != nil {
 		var ee *sandbox.ExitError
-		if errors.As(err, &ee) {
+		switch {
+		case errors.As(err, &ee):
 			return &refusal{code: ee.Code, err: fmt.Errorf("exec: %w", err)}
+		case errors.Is(err, session.ErrNoTier):
+			return refuse(withHint(fmt.Errorf("exec: %w", s.Plan().Err), "cordon runs untrusted code only inside its sandbox (S2, or S3 with --tenant); see docs/sandbox.md"))
 		}
 		return refuse(fmt.Errorf("exec: %w", err))
 	}
+	res := out.Result
 	if res.TimedOut {
 		fmt.Fprintf(e.stderr, "cordon: error: exec: %s: killed after the wall-clock limit of %s\n", argv[0], limits.Wall)
 	}
@@ -183,41 +205,45 @@ func runExec(e *env, args []string) error {
 		// stage.Out put every output in place but could not remove an
 		// old copy it had moved aside.
 		fmt.Fprintf(e.stderr, "cordon: error: exec: the outputs are in place, but cleaning up after them failed: %s\n", oneLine(res.OutputsErr.Error()))
+	case res.OutputsErr != nil && res.ExitCode != 0:
+		fmt.Fprintf(e.stderr, "cordon: error: exec: %s exited %d, and its declared outputs were not copied back (the workspace is unchanged): %s\n", argv[0], res.ExitCode, oneLine(res.OutputsErr.Error()))
 	case res.OutputsErr != nil:
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
 	}
 	if *stats {
 		fmt.Fprintf(e.stderr, "cordon: run: tier %s, exit %d, wall %.1f ms, cpu %.1f ms, peak memory %d KiB, host uid %d\n",
 			res.Tier, res.ExitCode, float64(res.Wall().Microseconds())/1e3, float64(res.CPUNanos)/1e6, res.PeakMemoryBytes>>10, res.HostUID)
-		if proxy != nil {
-			st := proxy.Stats()
-			fmt.Fprintf(e.stderr, "cordon: egress: %d connections, %d denied, %d bytes up, %d bytes down\n", st.Conns, st.Denied, st.BytesUp, st.BytesDown)
+		if len(gs.Egress) > 0 {
+			st := out.Egress
+			fmt.Fprintf(e.stderr, "cordon: egress: %d connections, %d denied, %d bytes up, %d bytes down", st.Conns, st.Denied, st.BytesUp, st.BytesDown)
+			if st.Dropped > 0 {
+				fmt.Fprintf(e.stderr, ", %d closed unrecorded past the cap", st.Dropped)
+			}
+			fmt.Fprintln(e.stderr)
 		}
-	}
-	if journalErr != nil {
-		if err := journalErr(); err != nil {
-			return refuse(fmt.Errorf("exec: egress decisions were not all recorded: %w", err))
-		}
-	}
-	journalRoot := ""
-	if *journalFile != "" {
-		id, err := appendRun(*journalFile, res)
-		if err != nil {
-			return refuse(fmt.Errorf("exec: journal: %w", err))
-		}
-		journalRoot = id.String()
 	}
 	if key != nil {
-		if err := writeExecReceipt(key, *receiptFile, argv, res, journalRoot); err != nil {
+		if err := writeExecReceipt(s, key, *receiptFile, argv, res); err != nil {
 			return refuse(fmt.Errorf("exec: receipt: %w", err))
 		}
+	} else if _, err := s.StopMeters(); err != nil {
+		return refuse(fmt.Errorf("exec: journal: %w", err))
 	}
 	switch {
+	case res.ExitCode != 0:
+		return &exitStatus{code: res.ExitCode}
 	case res.OutputsErr != nil:
 		return &exitStatus{code: sandbox.ExitRefused}
 	default:
-		return &exitStatus{code: res.ExitCode}
+		return &exitStatus{code: 0}
 	}
+}
+
+func signalName(sig os.Signal) string {
+	if sig == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
 }
 
 type discard struct{}
@@ -295,92 +321,21 @@ func execUnit(argv []string, res *sandbox.Result) ([]byte, error) {
 	return canon.JCS([]byte(b.String()))
 }
 
-// appendJournal appends one entry whose body is the JSON document b.
-func appendJournal(file, typ string, b []byte) error {
-	v, err := canon.Parse(b)
-	if err != nil {
-		return err
-	}
-	_, err = journal.Append(file, typ, v)
-	return err
-}
-
-// runRecord is the journal body of a run's outcome, its last entry.
-type runRecord struct {
-	Type            string            `json:"type"`
-	Tier            string            `json:"tier"`
-	Grants          string            `json:"grants"`
-	Program         map[string]string `json:"program"`
-	Exit            int               `json:"exit"`
-	TimedOut        bool              `json:"timed_out"`
-	Outputs         map[string]string `json:"outputs"`
-	OutputsError    string            `json:"outputs_error,omitempty"`
-	CPUNS           int64             `json:"cpu_ns"`
-	WallUS          int64             `json:"wall_us"`
-	PeakMemoryBytes int64             `json:"peak_memory_bytes"`
-}
-
-// appendRun records the run's outcome and returns its entry's id, the
-// journal root a receipt binds to.
-func appendRun(file string, res *sandbox.Result) (canon.ID, error) {
-	rec := runRecord{
-		Type: "cordon.run.v1", Tier: res.Tier.String(), Grants: res.GrantsID.String(),
-		Program: map[string]string{"path": res.Program.Path, "b3": res.Program.B3.String()},
-		Exit:    res.ExitCode, TimedOut: res.TimedOut, Outputs: map[string]string{},
-		CPUNS: res.CPUNanos, WallUS: res.Wall().Microseconds(), PeakMemoryBytes: res.PeakMemoryBytes,
-	}
-	for _, f := range res.Outputs {
-		rec.Outputs[f.Path] = f.ID.String()
-	}
-	if res.OutputsErr != nil {
-		rec.OutputsError = oneLine(res.OutputsErr.Error())
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return canon.ID{}, err
-	}
-	v, err := canon.Parse(b)
-	if err != nil {
-		return canon.ID{}, err
-	}
-	e, err := journal.Append(file, "run", v)
-	if err != nil {
-		return canon.ID{}, err
-	}
-	return e.ID(), nil
-}
-
-func writeExecReceipt(k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, journalRoot string) error {
+// writeExecReceipt seals the session: the exec unit document is the
+// unit of work, the journal's last entry (when there is one) its root.
+func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result) error {
 	unit, err := execUnit(argv, res)
 	if err != nil {
 		return err
 	}
-	busy := uint64(max(res.CPUNanos, 0))
-	wall := uint64(max(res.Wall().Nanoseconds(), 0))
-	est, err := energy.DefaultCoefficients.Estimate(busy, wall, 1)
-	if err != nil {
-		return err
-	}
-	outs := map[string]string{}
-	for _, f := range res.Outputs {
-		outs[f.Path] = f.ID.String()
-	}
-	code := int64(res.ExitCode)
-	rc := &receipt.Core{
-		Type: receipt.Type, Unit: canon.Sum(unit).String(), Grants: res.GrantsID.String(), Tier: res.Tier.String(),
-		StartNS: uint64(res.Start.UnixNano()), EndNS: uint64(res.End.UnixNano()), Exit: code, Outputs: outs,
-		Devices:     []receipt.Device{{Class: "cpu", Provenance: receipt.Estimator, EstimatedUJ: est, BusyNS: busy}},
-		JournalRoot: journalRoot,
-	}
-	rc.Finish()
-	env, _, err := receipt.Seal(k, rc)
+	sealed, err := s.Seal(k, session.SealInput{Unit: canon.Sum(unit), Exit: int64(res.ExitCode)})
 	if err != nil {
 		return err
 	}
 	if err := writeNew(file+".unit.json", unit); err != nil {
 		return err
 	}
-	return writeNew(file, env)
+	return writeNew(file, sealed.Receipt)
 }
 
 // writeNew writes a file that must not exist yet.
