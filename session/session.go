@@ -463,4 +463,3 @@ func kernel() string {
 	}
 	return "linux " + strings.TrimSpace(string(b))
 }
-
