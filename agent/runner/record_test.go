@@ -737,7 +737,10 @@ func TestNoSandboxHost(t *testing.T) {
 	if r := refusals(t, ws); len(r) != 1 || !strings.Contains(r[0], "landlock: not supported") {
 		t.Fatalf("refusals %q", r)
 	}
-	if c := ofType(entries(t, ws), "command"); len(c) != 0 {
+	// The refused command has its outcome entry, naming the refusal and
+	// no exit status: nothing ran.
+	if c := ofType(entries(t, ws), "command"); len(c) != 1 || !strings.Contains(c[0], `"error":"session: the host cannot provide the required tier`) ||
+		!strings.Contains(c[0], "landlock: not supported") || strings.Contains(c[0], `"exit"`) {
 		t.Fatalf("commands journalled: %q", c)
 	}
 	for i, want := range []string{"the input\n", "wrote out.txt", "posted #1"} {

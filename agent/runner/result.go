@@ -5,17 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/cordon-dev/cordon/energy"
-	"github.com/cordon-dev/cordon/evidence/attest"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
-	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
-	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/session"
 )
 
 // Types of the result document and its body.
@@ -209,23 +206,24 @@ func (r *run) seal(end journal.Entry) error {
 	}{{ManifestFile, m.JCS()}}
 	if k := r.cfg.Key; k != nil {
 		res.Signature = sign.Seal(k, sign.PayloadRunResult, jcs(res.Commitments))
-		rc, env, err := r.receipt(end)
+		exit := int64(0)
+		if r.body.Status != StatusFinished && r.body.Status != StatusVerified {
+			exit = 1
+		}
+		// The manifest is the unit of work, run.end the journal root.
+		sealed, err := r.sess.Seal(k, session.SealInput{Unit: m.ID(), Exit: exit, Outputs: maps.Clone(r.outputs), JournalRoot: end.ID()})
 		if err != nil {
 			return fmt.Errorf("runner: receipt: %w", err)
-		}
-		att, err := attest.Sign(k, attest.For(rc, attest.Host{Kernel: kernel(), Cordon: r.cfg.Version, Tiers: tierNames(r.sb.Offers(), rc.Tier)}))
-		if err != nil {
-			return fmt.Errorf("runner: attestation: %w", err)
 		}
 		files = append(files,
 			struct {
 				name string
 				data []byte
-			}{ReceiptFile, env},
+			}{ReceiptFile, sealed.Receipt},
 			struct {
 				name string
 				data []byte
-			}{AttestationFile, att},
+			}{AttestationFile, sealed.Attestation},
 			struct {
 				name string
 				data []byte
@@ -249,58 +247,6 @@ func (r *run) seal(end journal.Entry) error {
 		}
 	}
 	return nil
-}
-
-// receipt seals the run's receipt: the manifest is the unit of work, the
-// journal's last entry its root, CPU time of the commands its energy.
-func (r *run) receipt(end journal.Entry) (*receipt.Core, []byte, error) {
-	m := r.cfg.Manifest
-	wall := time.Since(r.start)
-	busy := uint64(max(r.cpuNS, 0))
-	est, err := energy.DefaultCoefficients.Estimate(busy, uint64(max(wall.Nanoseconds(), 0)), 1)
-	if err != nil {
-		return nil, nil, err
-	}
-	t := tier.Required(m.Grants) // the tier commands run at; no command may have run
-	if r.ran {
-		t = r.tier
-	}
-	exit := int64(0)
-	if r.body.Status != StatusFinished && r.body.Status != StatusVerified {
-		exit = 1
-	}
-	outs := map[string]string{}
-	for p, id := range r.outputs {
-		outs[p] = id
-	}
-	rc := &receipt.Core{
-		Type: receipt.Type, Unit: m.ID().String(), Grants: m.Grants.ID().String(), Tier: t.String(),
-		StartNS: uint64(r.start.UnixNano()), EndNS: uint64(time.Now().UnixNano()), Exit: exit, Outputs: outs,
-		Devices:     []receipt.Device{{Class: "cpu", Provenance: receipt.Estimator, EstimatedUJ: est, BusyNS: busy}},
-		JournalRoot: end.ID().String(),
-	}
-	rc.Finish()
-	env, _, err := receipt.Seal(r.cfg.Key, rc)
-	return rc, env, err
-}
-
-func tierNames(offers []tier.Tier, used string) []string {
-	var out []string
-	for _, t := range offers {
-		out = append(out, t.String())
-	}
-	if len(out) == 0 {
-		out = []string{used}
-	}
-	return out
-}
-
-func kernel() string {
-	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return "unknown"
-	}
-	return "linux " + string(bytes.TrimSpace(b))
 }
 
 // replaceFile writes data to name through a temporary file and a rename.

@@ -405,7 +405,7 @@ func TestUnfinishedRunNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := ofType(entries(t, ws), "run.unfinished")
-	if len(u) != 1 || u[0] != fmt.Sprintf(`{"entries":2,"from":%d}`, n) {
+	if len(u) != 1 || u[0] != fmt.Sprintf(`{"entries":2,"from":%d,"type":"cordon.run.unfinished.v1"}`, n) {
 		t.Fatalf("run.unfinished %v", u)
 	}
 	if rep := mustVerify(t, ws); rep.Result.Commitments.Since != int64(n+3) {

@@ -57,18 +57,20 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/memory"
 	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/egress"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
-	"github.com/cordon-dev/cordon/sandbox"
-	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/session"
 )
 
 // StateDir is the workspace's reserved state directory.
@@ -98,19 +100,7 @@ const (
 
 // Sandbox is what the runner needs from package sandbox; tests replace
 // it to simulate a host without the sandbox's facilities.
-type Sandbox interface {
-	Offers() []tier.Tier
-	Probe(tier.Tier) error
-	Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error)
-}
-
-type hostSandbox struct{}
-
-func (hostSandbox) Offers() []tier.Tier     { return sandbox.Offers() }
-func (hostSandbox) Probe(t tier.Tier) error { return sandbox.Probe(t) }
-func (hostSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error) {
-	return sandbox.Run(ctx, s)
-}
+type Sandbox = session.Sandbox
 
 // Config is one run.
 type Config struct {
@@ -125,6 +115,8 @@ type Config struct {
 	Memory       memory.Options     // the memory store's options
 	Log          io.Writer          // one line per step for the operator; nil: none
 	Version      string             // cordon's version, for the attestation
+	Meters       session.Meters     // the hardware meters; nil: the host's (session.HostMeters)
+	Powercap     string             // the powercap tree the host's RAPL meter reads ("": the default)
 }
 
 // Outcome is what Run reports; Body is the result body committed in
@@ -142,7 +134,7 @@ type Outcome struct {
 // it ended. An error after the start means the record itself could not be
 // completed.
 func Run(ctx context.Context, cfg Config) (*Outcome, error) {
-	r, err := start(cfg)
+	r, err := start(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +149,9 @@ type run struct {
 	state string // WORKSPACE/.cordon
 	lock  *os.File
 	jw    *journal.Writer
-	sb    Sandbox
+	rec   *session.Recorder // the only writer of jw
+	sess  *session.Session  // commands, egress, meters, the receipt
+	logMu sync.Mutex        // serializes logf: egress denials are logged from the proxy's goroutines
 	mem   *memory.Store
 	log   io.Writer
 	start time.Time
@@ -166,13 +160,12 @@ type run struct {
 	committed int64             // the journal count the previous result committed to, -1 if none
 	planned   map[string][]byte // dry-run writes, by path: later reads see them
 	body      Body
-	tier      tier.Tier // the tier commands ran at, if ran
-	ran       bool
-	cpuNS     int64 // CPU time of every command, from the sandbox
-	outputs   map[string]string
+	outputs   map[string]string // every output a write or a command produced, by path
+	// egressTask is the task whose command is running, for the egress log
+	egressTask string
 }
 
-func start(cfg Config) (*run, error) {
+func start(ctx context.Context, cfg Config) (*run, error) {
 	if cfg.Manifest == nil || cfg.Provider == nil {
 		return nil, errors.New("runner: a manifest and a provider are required")
 	}
@@ -186,10 +179,7 @@ func start(cfg Config) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, ws: ws, sb: cfg.Sandbox, log: cfg.Log, planned: map[string][]byte{}, outputs: map[string]string{}}
-	if r.sb == nil {
-		r.sb = hostSandbox{}
-	}
+	r := &run{cfg: cfg, ws: ws, log: cfg.Log, planned: map[string][]byte{}, outputs: map[string]string{}}
 	if r.log == nil {
 		r.log = io.Discard
 	}
@@ -222,11 +212,27 @@ func start(cfg Config) (*run, error) {
 	if r.mem, err = memory.Open(cfg.Workspace, cfg.Memory); err != nil {
 		return nil, fmt.Errorf("runner: the memory store is unsafe, so the run is aborted: %w", err)
 	}
+	r.rec = session.NewRecorder(r.jw, r.filter)
+	r.sess, err = session.Open(ctx, session.Config{
+		Grants: cfg.Manifest.Grants, Tenant: cfg.Tenant, StateDir: cfg.SandboxState, Workspace: cfg.Workspace,
+		Recorder: r.rec, Sandbox: cfg.Sandbox, Meters: cfg.Meters, Powercap: cfg.Powercap, Version: cfg.Version,
+		OnEgress: func(rec egress.Record) {
+			if !rec.Allow {
+				r.logf("task %s: egress denied: %s", r.egressTask, oneLine(rec.String()))
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	ok = true
 	return r, nil
 }
 
 func (r *run) close() {
+	if r.sess != nil {
+		r.sess.Close()
+	}
 	if r.jw != nil {
 		r.jw.Close()
 	}
@@ -371,30 +377,31 @@ func readNoFollow(name string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// record appends one journal entry; body is marshalled as JSON. A failed
-// append ends the run: nothing happens unrecorded.
-func (r *run) record(typ string, body any) (journal.Entry, error) {
-	b, err := json.Marshal(body)
+// record appends one typed journal entry through the session's
+// recorder, which passes it through filter. A failed append ends the
+// run: nothing happens unrecorded.
+func (r *run) record(b entry.Body) (journal.Entry, error) {
+	e, err := r.rec.Record(b)
 	if err != nil {
-		return journal.Entry{}, err
-	}
-	v, err := canon.Parse(b)
-	if err != nil {
-		return journal.Entry{}, fmt.Errorf("runner: journal body: %w", err)
-	}
-	// The JCS form escapes nothing a key is made of, so the key (and
-	// fragments of it a hostile provider split or cut) cannot hide from
-	// the redaction behind a JSON escape.
-	if j := string(v.AppendJCS(nil)); r.redact(j) != j {
-		if v, err = canon.Parse([]byte(r.redact(j))); err != nil {
-			return journal.Entry{}, fmt.Errorf("runner: journal body after removing the API key: %w", err)
-		}
-	}
-	e, err := r.jw.Append(typ, v)
-	if err != nil {
-		return journal.Entry{}, fmt.Errorf("runner: journal: %w", err)
+		return journal.Entry{}, fmt.Errorf("runner: %w", err)
 	}
 	return e, nil
+}
+
+// filter removes the provider's API key from a body. The JCS form
+// escapes nothing a key is made of, so the key (and fragments of it a
+// hostile provider split or cut) cannot hide from the redaction behind a
+// JSON escape.
+func (r *run) filter(v canon.Value) (canon.Value, error) {
+	j := string(v.AppendJCS(nil))
+	if r.redact(j) == j {
+		return v, nil
+	}
+	v, err := canon.Parse([]byte(r.redact(j)))
+	if err != nil {
+		return canon.Value{}, fmt.Errorf("after removing the API key: %w", err)
+	}
+	return v, nil
 }
 
 // logf writes one line for the operator. Model- and provider-chosen text
@@ -402,6 +409,8 @@ func (r *run) record(typ string, body any) (journal.Entry, error) {
 // format characters (terminal escapes, bidirectional overrides) are
 // written escaped, never raw.
 func (r *run) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
 	fmt.Fprintln(r.log, printable(r.redact(fmt.Sprintf(format, args...))))
 }
 
@@ -439,15 +448,15 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 		// A run that started after the last result never finished (it
 		// crashed or was killed): say so, so its entries are not taken
 		// for this run's or left unexplained.
-		if _, err := r.record("run.unfinished", map[string]any{"from": r.committed, "entries": head.Count - r.committed}); err != nil {
+		if _, err := r.record(entry.RunUnfinished{From: r.committed, Entries: head.Count - r.committed}); err != nil {
 			return nil, err
 		}
 		r.logf("journal: entries %d to %d belong to a run that did not finish", r.committed, head.Count-1)
 	}
 	r.since = r.jw.Head().Count
-	if _, err := r.record("run.start", map[string]any{
-		"manifest": m.ID().String(), "apply": r.cfg.Apply, "provider": r.cfg.Provider.Name(), "model": m.Model,
-		"grants": m.Grants.ID().String(), "memory": map[string]string{"kind": r.mem.Kind(), "reason": r.mem.Reason()},
+	if _, err := r.record(entry.RunStart{
+		Manifest: m.ID().String(), Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
+		Grants: m.Grants.ID().String(), Memory: entry.Memory{Kind: r.mem.Kind(), Reason: r.mem.Reason()},
 	}); err != nil {
 		return nil, err
 	}
@@ -469,7 +478,11 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 	if err := r.remember(); err != nil {
 		return nil, err
 	}
-	end, err := r.record("run.end", map[string]any{"status": status, "body": r.body.id().String()})
+	// The meter entries precede run.end, which the receipt binds to.
+	if _, err := r.sess.StopMeters(); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	end, err := r.record(entry.RunEnd{Status: status, Body: r.body.id().String()})
 	if err != nil {
 		return nil, err
 	}
@@ -497,11 +510,11 @@ func (r *run) remember() error {
 		fmt.Sprintf("cordon run %s: %s", r.cfg.Manifest.ID(), r.body.Status))
 	if err != nil {
 		// The run has happened; a memory failure is recorded, not hidden.
-		_, jerr := r.record("memory", map[string]string{"kind": r.mem.Kind(), "error": oneLine(err.Error())})
+		_, jerr := r.record(entry.Memory{Kind: r.mem.Kind(), Error: oneLine(err.Error())})
 		r.logf("memory: not stored: %v", err)
 		return jerr
 	}
-	_, err = r.record("memory", map[string]string{"kind": r.mem.Kind(), "file": name, "commit": commit, "reason": r.mem.Reason()})
+	_, err = r.record(entry.Memory{Kind: r.mem.Kind(), File: name, Commit: commit, Reason: r.mem.Reason()})
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/entry"
 )
 
 // usage is what a task, and everything it spawned, has used.
@@ -102,7 +103,7 @@ func (t *task) charge(add func(*usage)) {
 func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 	ctx, cancel := context.WithDeadline(ctx, t.deadline)
 	defer cancel()
-	if _, err := r.record("task.start", map[string]any{"task": t.id, "manifest": t.m.ID().String(), "task_text": canon.Sum([]byte(t.m.Task)).String()}); err != nil {
+	if _, err := r.record(entry.TaskStart{Task: t.id, Manifest: t.m.ID().String(), TaskText: canon.Sum([]byte(t.m.Task)).String()}); err != nil {
 		return "", err
 	}
 	t.msgs = []provider.Message{{Role: "user", Content: []provider.Block{{Type: "text", Text: r.prompt(t)}}}}
@@ -112,8 +113,8 @@ func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 	}
 	r.body.Tasks = append(r.body.Tasks, TaskResult{ID: t.id, Manifest: t.m.ID().String(), Status: status, Summary: clip(t.summary, 4000),
 		Turns: t.used.turns, ModelCalls: t.used.calls, InputTokens: t.used.inTokens, OutputTokens: t.used.outTokens, Loops: t.used.loops})
-	if _, err := r.record("task.end", map[string]any{"task": t.id, "status": status, "turns": t.used.turns, "model_calls": t.used.calls,
-		"input_tokens": t.used.inTokens, "output_tokens": t.used.outTokens, "loops": t.used.loops, "summary": canon.Sum([]byte(t.summary)).String()}); err != nil {
+	if _, err := r.record(entry.TaskEnd{Task: t.id, Status: status, Turns: t.used.turns, ModelCalls: t.used.calls,
+		InputTokens: t.used.inTokens, OutputTokens: t.used.outTokens, Loops: t.used.loops, Summary: canon.Sum([]byte(t.summary)).String()}); err != nil {
 		return "", err
 	}
 	r.logf("task %s: %s", t.id, status)
@@ -126,7 +127,7 @@ func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 			child.deadline = t.deadline
 		}
 		if status != StatusFinished && status != StatusVerified {
-			if _, err := r.record("task.cancelled", map[string]any{"task": child.id, "manifest": p.m.ID().String(), "reason": "its parent ended " + status}); err != nil {
+			if _, err := r.record(entry.TaskCancelled{Task: child.id, Manifest: p.m.ID().String(), Reason: "its parent ended " + status}); err != nil {
 				return "", err
 			}
 			r.body.Tasks = append(r.body.Tasks, TaskResult{ID: child.id, Manifest: p.m.ID().String(), Status: StatusCancelled})
@@ -162,7 +163,7 @@ func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 func (r *run) loop(ctx context.Context, t *task) (string, error) {
 	for {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			if _, err := r.record("task.interrupted", map[string]string{"task": t.id, "error": ctx.Err().Error()}); err != nil {
+			if _, err := r.record(entry.TaskInterrupted{Task: t.id, Error: ctx.Err().Error()}); err != nil {
 				return "", err
 			}
 			return StatusCancelled, nil
@@ -183,8 +184,8 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 		}
 		t.charge(func(u *usage) { u.turns++ })
 		turn := t.used.turns
-		if _, err := r.record("model.request", map[string]any{"task": t.id, "turn": turn, "messages": len(t.msgs),
-			"max_tokens": req.MaxTokens, "max_attempts": req.MaxAttempts, "last": lastDigest(t.msgs)}); err != nil {
+		if _, err := r.record(entry.ModelRequest{Task: t.id, Turn: turn, Messages: len(t.msgs),
+			MaxTokens: req.MaxTokens, MaxAttempts: req.MaxAttempts, Last: lastDigest(t.msgs)}); err != nil {
 			return "", err
 		}
 		resp, err := r.cfg.Provider.Complete(ctx, req)
@@ -196,7 +197,7 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 				n = int64(req.MaxAttempts)
 			}
 			t.charge(func(u *usage) { u.calls += n })
-			if _, jerr := r.record("model.error", map[string]any{"task": t.id, "turn": turn, "charged_calls": n, "error": oneLine(err.Error())}); jerr != nil {
+			if _, jerr := r.record(entry.ModelError{Task: t.id, Turn: turn, ChargedCalls: &n, Error: oneLine(err.Error())}); jerr != nil {
 				return "", jerr
 			}
 			r.logf("task %s turn %d: model error: %s", t.id, turn, oneLine(err.Error()))
@@ -214,7 +215,7 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			u.inTokens += max(resp.Usage.InputTokens, 0)
 			u.outTokens += max(resp.Usage.OutputTokens, 0)
 		})
-		var calls []map[string]string
+		var calls []entry.ToolCallSummary
 		var text strings.Builder
 		ncalls := 0
 		for _, b := range resp.Content {
@@ -222,7 +223,7 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			case "tool_use":
 				ncalls++
 				if ncalls <= MaxToolCalls {
-					calls = append(calls, map[string]string{"id": b.ID, "name": b.Name, "input": canon.Sum(b.Input).String()})
+					calls = append(calls, entry.ToolCallSummary{ID: b.ID, Name: b.Name, Input: canon.Sum(b.Input).String()})
 				}
 			case "text":
 				text.WriteString(b.Text)
@@ -232,15 +233,15 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			calls = nil // too many to record one by one: the count and the content's digest stand for them
 		}
 		content, _ := json.Marshal(resp.Content)
-		if _, err := r.record("model.response", map[string]any{"task": t.id, "turn": turn, "stop_reason": resp.StopReason,
-			"attempts": attempts, "request_id": resp.RequestID, "model": clip(resp.Model, 256),
-			"usage": map[string]any{"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens, "reported": resp.Usage.Reported},
-			"text":  canon.Sum([]byte(text.String())).String(), "content": canon.Sum(content).String(), "tool_call_count": ncalls, "tool_calls": calls}); err != nil {
+		if _, err := r.record(entry.ModelResponse{Task: t.id, Turn: turn, StopReason: resp.StopReason,
+			Attempts: attempts, RequestID: resp.RequestID, Model: clip(resp.Model, 256),
+			Usage: entry.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, Reported: resp.Usage.Reported},
+			Text:  canon.Sum([]byte(text.String())).String(), Content: canon.Sum(content).String(), ToolCallCount: ncalls, ToolCalls: calls}); err != nil {
 			return "", err
 		}
 		if !resp.Usage.Reported {
-			if _, err := r.record("model.error", map[string]any{"task": t.id, "turn": turn,
-				"error": "the provider did not report token usage, so the token budgets cannot be enforced"}); err != nil {
+			if _, err := r.record(entry.ModelError{Task: t.id, Turn: turn,
+				Error: "the provider did not report token usage, so the token budgets cannot be enforced"}); err != nil {
 				return "", err
 			}
 			r.logf("task %s: the provider did not report token usage; stopping (token budgets cannot be enforced)", t.id)
@@ -265,14 +266,14 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			t.msgs = append(t.msgs, provider.Message{Role: "user", Content: []provider.Block{{Type: "text", Text: feedback}}})
 			continue
 		default:
-			if _, err := r.record("task.stopped", map[string]string{"task": t.id, "stop_reason": resp.StopReason}); err != nil {
+			if _, err := r.record(entry.TaskStopped{Task: t.id, StopReason: resp.StopReason}); err != nil {
 				return "", err
 			}
 			return StatusModelStopped, nil
 		}
 		if ncalls > MaxToolCalls {
-			if _, err := r.record("model.error", map[string]any{"task": t.id, "turn": turn,
-				"error": fmt.Sprintf("%d tool calls in one response; at most %d are run, so none were", ncalls, MaxToolCalls)}); err != nil {
+			if _, err := r.record(entry.ModelError{Task: t.id, Turn: turn,
+				Error: fmt.Sprintf("%d tool calls in one response; at most %d are run, so none were", ncalls, MaxToolCalls)}); err != nil {
 				return "", err
 			}
 			r.logf("task %s: the model made %d tool calls in one response (at most %d); stopping", t.id, ncalls, MaxToolCalls)
@@ -326,7 +327,7 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 }
 
 func (r *run) budgetEvent(t, owner *task, name string, used, limit int64, what string) error {
-	_, err := r.record("budget", map[string]any{"task": t.id, "owner": owner.id, "budget": name, "used": used, "limit": limit, "event": what})
+	_, err := r.record(entry.Budget{Task: t.id, Owner: owner.id, Budget: name, Used: used, Limit: limit, Event: what})
 	r.logf("task %s: budget %s of task %s %s (%d of %d)", t.id, name, owner.id, what, used, limit)
 	return err
 }

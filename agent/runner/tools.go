@@ -10,18 +10,17 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cordon-dev/cordon/agent/gitgate"
 	"github.com/cordon-dev/cordon/agent/mailbox"
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/provider"
-	"github.com/cordon-dev/cordon/egress"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
-	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/tier"
 )
 
@@ -116,7 +115,7 @@ func decode(in json.RawMessage, v any) error {
 // done reports that the task ended (finish, after verify) with status.
 // An error means the journal could not be written.
 func (r *run) call(ctx context.Context, t *task, b provider.Block) (res provider.Block, done bool, status string, err error) {
-	if _, err := r.record("tool.call", map[string]any{"task": t.id, "id": b.ID, "tool": b.Name, "input": canon.Sum(b.Input).String(), "args": callSummary(b)}); err != nil {
+	if _, err := r.record(entry.ToolCall{Task: t.id, ID: b.ID, Tool: b.Name, Input: canon.Sum(b.Input).String(), Args: rawJSON(callSummary(b))}); err != nil {
 		return res, false, "", err
 	}
 	var out string
@@ -170,7 +169,7 @@ func (r *run) call(ctx context.Context, t *task, b provider.Block) (res provider
 // that cannot be journalled ends the run.
 func (r *run) refused(t *task, b provider.Block, reason string) (provider.Block, error) {
 	reason = clip(reason, 1024)
-	if _, err := r.record("tool.refused", map[string]string{"task": t.id, "id": b.ID, "tool": b.Name, "reason": reason}); err != nil {
+	if _, err := r.record(entry.ToolRefused{Task: t.id, ID: b.ID, Tool: b.Name, Reason: reason}); err != nil {
 		return provider.Block{}, err
 	}
 	r.body.Refused++
@@ -254,7 +253,7 @@ func (r *run) toolWrite(t *task, id string, in json.RawMessage) (string, error) 
 }
 
 func (r *run) effect(t *task, id, kind string, eff any) error {
-	_, err := r.record("effect", map[string]any{"task": t.id, "id": id, "kind": kind, "effect": eff})
+	_, err := r.record(entry.Effect{Task: t.id, ID: id, Kind: kind, Effect: rawJSON(eff)})
 	return err
 }
 
@@ -319,26 +318,14 @@ func (r *run) toolRun(ctx context.Context, t *task, id string, in json.RawMessag
 	return note + out, nil
 }
 
-// execute runs argv in the sandbox under the task's grants and returns
-// the feedback for the model and whether the command exited 0.
+// execute runs argv in the sandbox, through the run's session, under the
+// task's grants and returns the feedback for the model and whether the
+// command exited 0. The session journals the exec decision, every egress
+// decision and the command's outcome.
 func (r *run) execute(ctx context.Context, t *task, id string, argv []string, kind string) (string, bool, error) {
 	gs := t.m.Grants
-	tr, err := tier.Host{Offers: r.sb.Offers()}.Select(gs)
-	if err != nil {
-		why := err.Error()
-		if req := tier.Required(gs); req == tier.S2 || req == tier.S3 {
-			if perr := r.sb.Probe(req); perr != nil {
-				why = perr.Error()
-			}
-		}
-		return "", false, refusef("commands run only inside cordon's sandbox, and this host cannot provide it, so nothing was run: %s", oneLine(why))
-	}
-	if tr == tier.S3 && r.cfg.Tenant == "" {
+	if tier.Required(gs) == tier.S3 && r.cfg.Tenant == "" {
 		return "", false, refusef("the manifest's grant set is multi-tenant (S3): the operator must name the tenant (cordon run --tenant)")
-	}
-	tenant := ""
-	if tr == tier.S3 {
-		tenant = r.cfg.Tenant
 	}
 	limits, err := sandbox.LimitsFor(gs)
 	if err != nil {
@@ -348,7 +335,6 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 	if left <= 0 {
 		return "", false, refusef("the wall-clock budget is spent")
 	}
-	limits.Wall = min(limits.Wall, left)
 	var inputs []string
 	for _, p := range t.m.Inputs {
 		if r.ws.exists(p) {
@@ -364,65 +350,26 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 	if size > journal.MaxLine {
 		return "", false, refusef("this command's record could reach %d bytes, more than the journal takes; use fewer or shorter arguments", size)
 	}
-	var stdout, stderr capped
-	spec := &sandbox.Spec{
-		Argv: argv, Grants: gs, Tier: tr, Tenant: tenant, StateDir: r.cfg.SandboxState, Workspace: r.cfg.Workspace,
-		Inputs: inputs, Outputs: t.m.Outputs, OutputsOptional: true, Limits: limits, Stdout: &stdout, Stderr: &stderr,
-		Decided: func(d grant.Decision) error {
-			_, err := r.record("decision", jsonRaw(d.Record()))
-			return err
-		},
-	}
-	var (
-		proxy   *egress.Proxy
-		egMu    sync.Mutex
-		records []egress.Record // guarded by egMu
-	)
-	if len(gs.Egress) > 0 {
-		// The command reaches exactly the granted hosts through cordon's
-		// proxy; each decision is journalled once the command is done,
-		// before its outcome.
-		cfg := egress.DefaultConfig(grant.New(gs))
-		cfg.Record = func(rec egress.Record) {
-			egMu.Lock()
-			records = append(records, rec)
-			egMu.Unlock()
-		}
-		if proxy, err = egress.New(cfg); err != nil {
-			return "", false, refusef("egress proxy: %v", err)
-		}
-		spec.Egress = proxy
-	}
-	res, err := r.sb.Run(ctx, spec)
-	if proxy != nil {
-		proxy.Close() // returns once every connection is done, so records is complete
-		for _, rec := range records {
-			if jerr := r.recordEgress(t, id, rec); jerr != nil {
-				return "", false, jerr
-			}
-		}
-	}
+	r.egressTask = t.id
+	out, err := r.sess.Exec(ctx, session.Command{
+		Argv: argv, Inputs: inputs, Outputs: t.m.Outputs, OutputsOptional: true, Wall: min(limits.Wall, left),
+		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind,
+	})
 	if err != nil {
-		if _, jerr := r.record("command", map[string]any{"task": t.id, "id": id, "kind": kind, "argv": argv, "error": oneLine(err.Error())}); jerr != nil {
-			return "", false, jerr
+		var ee *sandbox.ExitError
+		switch {
+		case errors.Is(err, session.ErrNoTier):
+			return "", false, refusef("commands run only inside cordon's sandbox, and this host cannot provide it, so nothing was run: %s", oneLine(err.Error()))
+		case errors.Is(err, session.ErrRefused), errors.As(err, &ee):
+			return "", false, refusef("%s", oneLine(err.Error()))
 		}
-		return "", false, refusef("%s", oneLine(err.Error()))
+		return "", false, fmt.Errorf("runner: %w", err)
 	}
-	r.tier, r.ran = res.Tier, true
-	r.cpuNS += res.CPUNanos
+	res := out.Result
 	outs := map[string]string{}
 	for _, f := range res.Outputs {
 		outs[f.Path] = f.ID.String()
 		r.outputs[f.Path] = f.ID.String()
-	}
-	rec := map[string]any{"task": t.id, "id": id, "kind": kind, "argv": argv, "tier": res.Tier.String(), "exit": res.ExitCode,
-		"timed_out": res.TimedOut, "outputs": outs, "stdout": canon.Sum(stdout.buf.Bytes()).String(), "stderr": canon.Sum(stderr.buf.Bytes()).String(),
-		"cpu_ns": res.CPUNanos, "wall_us": res.Wall().Microseconds(), "program": map[string]string{"path": res.Program.Path, "b3": res.Program.B3.String()}}
-	if res.OutputsErr != nil {
-		rec["outputs_error"] = oneLine(res.OutputsErr.Error())
-	}
-	if _, err := r.record("command", rec); err != nil {
-		return "", false, err
 	}
 	r.body.Runs = append(r.body.Runs, RunEffect{Argv: argv, Applied: true, Exit: res.ExitCode, Outputs: outs})
 	var b strings.Builder
@@ -433,32 +380,25 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 	if res.OutputsErr != nil {
 		fmt.Fprintf(&b, "\noutputs not copied back: %s", oneLine(res.OutputsErr.Error()))
 	}
-	fmt.Fprintf(&b, "\n--- stdout ---\n%s\n--- stderr ---\n%s", tail(stdout.String(), maxFeedback/2), tail(stderr.String(), maxFeedback/2))
+	fmt.Fprintf(&b, "\n--- stdout ---\n%s\n--- stderr ---\n%s", tail(captured(out.Stdout), maxFeedback/2), tail(captured(out.Stderr), maxFeedback/2))
 	r.logf("task %s: %s %s: exit %d", t.id, kind, strings.Join(argv, " "), res.ExitCode)
 	return b.String(), res.ExitCode == 0 && res.OutputsErr == nil, nil
 }
 
-type jsonRaw []byte
-
-func (j jsonRaw) MarshalJSON() ([]byte, error) { return j, nil }
-
-// capped keeps the first maxCapture bytes written and counts the rest.
-type capped struct {
-	buf     bytes.Buffer
-	dropped int64
+// rawJSON is v, a plain value, as JSON.
+func rawJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("runner: marshal: " + err.Error()) // unreachable: plain structs and maps
+	}
+	return b
 }
 
-func (c *capped) Write(p []byte) (int, error) {
-	n := min(len(p), maxCapture-c.buf.Len())
-	c.buf.Write(p[:max(n, 0)])
-	c.dropped += int64(len(p) - max(n, 0))
-	return len(p), nil
-}
-
-func (c *capped) String() string {
-	s := strings.ToValidUTF8(c.buf.String(), "\uFFFD")
-	if c.dropped > 0 {
-		s += fmt.Sprintf("\n[%d more bytes not kept]", c.dropped)
+// captured is a stream's kept bytes as text, noting what was not kept.
+func captured(c session.Captured) string {
+	s := strings.ToValidUTF8(string(c.Bytes), "\uFFFD")
+	if c.Dropped > 0 {
+		s += fmt.Sprintf("\n[%d more bytes not kept]", c.Dropped)
 	}
 	return s
 }
@@ -488,7 +428,7 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 		if err != nil {
 			return "", refusef("%v", err)
 		}
-		if _, err := r.record("mailbox", map[string]any{"task": t.id, "action": "post", "seq": msg.Seq, "text": canon.Sum([]byte(msg.Text)).String()}); err != nil {
+		if _, err := r.record(entry.Mailbox{Task: t.id, Action: "post", Seq: msg.Seq, Text: canon.Sum([]byte(msg.Text)).String()}); err != nil {
 			return "", err
 		}
 		r.logf("task %s: posted message #%d to the operator (read it with 'cordon mail %s')", t.id, msg.Seq, r.cfg.Workspace)
@@ -512,7 +452,7 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 			seqs = append(seqs, m.Seq)
 			fmt.Fprintf(&b, "#%d %s\n%s\n", m.Seq, m.Time, m.Text)
 		}
-		if _, err := r.record("mailbox", map[string]any{"task": t.id, "action": "read", "seqs": seqs}); err != nil {
+		if _, err := r.record(entry.Mailbox{Task: t.id, Action: "read", Seqs: &seqs}); err != nil {
 			return "", err
 		}
 		switch {
@@ -553,7 +493,7 @@ func (r *run) toolSpawn(t *task, id string, in json.RawMessage) (string, error) 
 		return "", refusef("max_pending_tasks is %d and %d are queued", t.m.Budgets.MaxPendingTasks, len(t.pending))
 	}
 	t.pending = append(t.pending, &pendingTask{m: child, task: id})
-	if _, err := r.record("spawn", map[string]any{"task": t.id, "id": id, "manifest": child.ID().String(), "queued": len(t.pending)}); err != nil {
+	if _, err := r.record(entry.Spawn{Task: t.id, ID: id, Manifest: child.ID().String(), Queued: len(t.pending)}); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("queued sub-task %s.%d (manifest %s); it runs after this task finishes", t.id, len(t.pending), child.ID()), nil
@@ -563,7 +503,7 @@ func (r *run) toolSpawn(t *task, id string, in json.RawMessage) (string, error) 
 // runner runs it, and on failure returns feedback for the model while
 // loops remain. done reports the task is over with status.
 func (r *run) finish(ctx context.Context, t *task) (done bool, status, feedback string, err error) {
-	if _, err := r.record("task.finish", map[string]string{"task": t.id, "summary": canon.Sum([]byte(t.summary)).String()}); err != nil {
+	if _, err := r.record(entry.TaskFinish{Task: t.id, Summary: canon.Sum([]byte(t.summary)).String()}); err != nil {
 		return false, "", "", err
 	}
 	v := t.m.Verify
@@ -597,7 +537,7 @@ func (r *run) finish(ctx context.Context, t *task) (done bool, status, feedback 
 		}
 	}
 	t.charge(func(u *usage) { u.loops++ })
-	if _, err := r.record("loop", map[string]any{"task": t.id, "loop": t.used.loops, "limit": t.m.Budgets.MaxLoops}); err != nil {
+	if _, err := r.record(entry.Loop{Task: t.id, Loop: t.used.loops, Limit: t.m.Budgets.MaxLoops}); err != nil {
 		return false, "", "", err
 	}
 	return false, "", fmt.Sprintf("The verify command %q failed (attempt %d of %d); fix the problem and finish again.\n%s",
@@ -619,27 +559,10 @@ func (r *run) verify(ctx context.Context, t *task, final bool) (out string, pass
 	if cerr != nil {
 		out = "the verify command could not run: " + rf.reason
 	}
-	if _, err := r.record("verify", map[string]any{"task": t.id, "argv": v, "pass": pass, "loop": t.used.loops, "final": final}); err != nil {
+	if _, err := r.record(entry.Verify{Task: t.id, Argv: v, Pass: pass, Loop: t.used.loops, Final: final}); err != nil {
 		return "", false, nil, err
 	}
 	return out, pass, cerr, nil
-}
-
-// recordEgress journals one egress decision of a command.
-func (r *run) recordEgress(t *task, id string, rec egress.Record) error {
-	body := map[string]any{"task": t.id, "id": id, "method": rec.Method, "host": rec.Host, "port": rec.Port,
-		"allow": rec.Allow, "rule": rec.Rule, "reason": clip(rec.Reason, 1024), "status": rec.Status, "error": clip(rec.Error, 1024),
-		"bytes_up": rec.BytesUp, "bytes_down": rec.BytesDown, "start_us": rec.Start.UnixMicro(), "duration_us": rec.Duration.Microseconds()}
-	if rec.Addr.IsValid() {
-		body["addr"] = rec.Addr.String()
-	}
-	if _, err := r.record("egress", body); err != nil {
-		return err
-	}
-	if !rec.Allow {
-		r.logf("task %s: egress denied: %s", t.id, oneLine(rec.String()))
-	}
-	return nil
 }
 
 // toolMembers are the member names of the tools' inputs.

@@ -247,8 +247,8 @@ type ModelRequest struct {
 	Task        string `json:"task"`
 	Turn        int64  `json:"turn"`
 	Messages    int    `json:"messages"`
-	MaxTokens   int64  `json:"max_tokens"`
-	MaxAttempts int64  `json:"max_attempts"`
+	MaxTokens   int    `json:"max_tokens"`
+	MaxAttempts int    `json:"max_attempts"`
 	Last        string `json:"last"`
 }
 
@@ -263,8 +263,9 @@ type Usage struct {
 
 // ToolCallSummary names one tool call of a model response.
 type ToolCallSummary struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Input string `json:"input"` // ContentId of the call's input
 }
 
 // ModelResponse is a model's answer: digests of its text and content,
@@ -342,11 +343,11 @@ func (Effect) Name() string { return "effect" }
 // Mailbox is a post to, or a read from, the operator's mailbox; Text is
 // a ContentId.
 type Mailbox struct {
-	Task   string  `json:"task"`
-	Action string  `json:"action"`
-	Seq    int64   `json:"seq,omitempty"`
-	Text   string  `json:"text,omitempty"`
-	Seqs   []int64 `json:"seqs,omitempty"`
+	Task   string   `json:"task"`
+	Action string   `json:"action"`
+	Seq    int64    `json:"seq,omitempty"`
+	Text   string   `json:"text,omitempty"`
+	Seqs   *[]int64 `json:"seqs,omitempty"` // read: the replies read, [] when none
 }
 
 func (Mailbox) Name() string { return "mailbox" }
@@ -361,10 +362,30 @@ type Spawn struct {
 
 func (Spawn) Name() string { return "spawn" }
 
+// Loop is a verify failure sent back to the model for another loop.
+type Loop struct {
+	Task  string `json:"task"`
+	Loop  int64  `json:"loop"`
+	Limit int64  `json:"limit"`
+}
+
+func (Loop) Name() string { return "loop" }
+
+// Verify is the outcome of a task's verify command.
+type Verify struct {
+	Task  string   `json:"task"`
+	Argv  []string `json:"argv"`
+	Pass  bool     `json:"pass"`
+	Loop  int64    `json:"loop"`
+	Final bool     `json:"final"`
+}
+
+func (Verify) Name() string { return "verify" }
+
 // All is one zero value of every body type, for the SPEC table's test.
 func All() []Body {
 	return []Body{Decision{}, Command{}, Egress{}, Meter{}, RunUnfinished{}, Memory{},
 		RunStart{}, RunEnd{}, TaskStart{}, TaskEnd{}, TaskCancelled{}, TaskInterrupted{}, TaskStopped{},
 		TaskFinish{}, ModelRequest{}, ModelResponse{}, ModelError{}, Budget{}, ToolCall{}, ToolRefused{},
-		Effect{}, Mailbox{}, Spawn{}}
+		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}}
 }
