@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/cordon-dev/cordon/conformance"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/tier"
 )
 
@@ -33,7 +33,6 @@ func runDemo(e *env, args []string) error {
 	if len(pos) > 0 {
 		return usageErrorf("demo: unexpected argument %q", pos[0])
 	}
-	started := time.Now()
 	files, err := conformance.Load(conformance.V1())
 	if err != nil {
 		return fmt.Errorf("embedded vectors: %w", err)
@@ -110,17 +109,16 @@ func runDemo(e *env, args []string) error {
 	}
 	enf := grant.New(gs)
 	fmt.Fprintf(w, "decisions under the grant set %s:\n", gs.ID())
-	var decisions []grant.Decision
-	for _, q := range []grant.Query{
+	queries := []grant.Query{
 		{Kind: grant.KindFS, Op: "write", Path: "/work/out/report.xml"},
 		{Kind: grant.KindFS, Op: "write", Path: "/usr/lib/python3/site.py"},
 		{Kind: grant.KindFS, Op: "read", Path: "/work/../etc/shadow"},
 		{Kind: grant.KindEgress, Host: "api.example.com", Proto: "tcp", Port: 443},
 		{Kind: grant.KindDevice, Class: "gpu", Mode: "brokered"},
 		{Kind: grant.KindEnv, Name: "AWS_SECRET_ACCESS_KEY"},
-	} {
+	}
+	for _, q := range queries {
 		d := enf.Decide(q)
-		decisions = append(decisions, d)
 		outcome := "deny "
 		if d.Allow {
 			outcome = "allow"
@@ -176,7 +174,7 @@ func runDemo(e *env, args []string) error {
 	fmt.Fprintf(w, "evidence of this synthetic run (%s):\n", dir)
 	unit, _ := canon.Parse(sample("C1-002-unit-descriptor"))
 	unitID, _ := unit.ID()
-	if err := demoEvidence(e, dir, *out != "", key, newKey, gs, unitID, decisions, time.Since(started)); err != nil {
+	if err := demoEvidence(e, dir, *out != "", key, newKey, gs, unitID, queries); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
@@ -196,10 +194,6 @@ python3 -c 'import socket; socket.create_connection(("127.0.0.1", 22), 1)' 2>&1 
 // grant set, when this host offers S2; otherwise it says why not.
 func demoSandbox(w io.Writer) error {
 	fmt.Fprintln(w, "a sandboxed run (S2, the embedded default grant set of 'cordon exec'):")
-	if err := sandbox.Probe(tier.S2); err != nil {
-		fmt.Fprintf(w, "  refused    %v\n", err)
-		return nil
-	}
 	gs, err := grant.Parse(defaultExecGrants)
 	if err != nil {
 		return err
@@ -221,15 +215,25 @@ func demoSandbox(w io.Writer) error {
 	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte("API_KEY=never-staged\n"), 0o600); err != nil {
 		return err
 	}
+	ctx := context.Background()
+	s, err := session.Open(ctx, session.Config{Grants: gs, StateDir: state, Workspace: ws, Version: version})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.Plan().Err; err != nil {
+		fmt.Fprintf(w, "  refused    %v\n", err)
+		return nil
+	}
 	var stdout strings.Builder
-	res, err := sandbox.Run(context.Background(), &sandbox.Spec{
-		Argv: []string{"sh", "-c", demoJob}, Grants: gs, Tier: tier.S2, StateDir: state,
-		Workspace: ws, Inputs: []string{"notes.txt"}, Outputs: []string{"out/count.txt"},
-		Limits: sandbox.DefaultLimits(), Stdout: &stdout, Stderr: &stdout,
+	out, err := s.Exec(ctx, session.Command{
+		Argv: []string{"sh", "-c", demoJob}, Inputs: []string{"notes.txt"}, Outputs: []string{"out/count.txt"},
+		Stdout: &stdout, Stderr: &stdout,
 	})
 	if err != nil {
 		return fmt.Errorf("sandboxed run: %w", err)
 	}
+	res := out.Result
 	if res.OutputsErr != nil {
 		return fmt.Errorf("sandboxed run: outputs: %w", res.OutputsErr)
 	}
