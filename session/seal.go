@@ -52,6 +52,9 @@ func (s *Session) Seal(k *sign.PrivateKey, in SealInput) (*Sealed, error) {
 	if in.Unit.IsZero() {
 		return nil, errors.New("session: sealing needs the unit of work's ContentId")
 	}
+	if s.cfg.Version == "" {
+		return nil, errors.New("session: sealing needs Config.Version, which the attestation names")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sealed {
