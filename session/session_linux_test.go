@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -421,4 +423,84 @@ func TestExecWallClamp(t *testing.T) {
 	if !out.Result.TimedOut {
 		t.Fatalf("not killed at 200ms: %+v", out.Result)
 	}
+}
+
+// BenchmarkEgressFlood measures what a flood of denied CONNECTs costs the
+// host against what it costs the program: one iteration is one command
+// opening n connections, each asking to CONNECT to a host no grant
+// allows. Reported per iteration: the program's CPU (its cgroup), the
+// host's (this process's user+system time: the proxy, the bridge's
+// parent side, the journal), their ratio, and the peak Go heap above the
+// starting heap while the command runs. The journal is a real file.
+//
+//	go test -run '^$' -bench EgressFlood -benchtime 1x ./session
+func BenchmarkEgressFlood(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
+			f := newFixture(b)
+			if err := os.WriteFile(filepath.Join(f.ws, "flood.py"), []byte(floodProgram), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			s, err := Open(b.Context(), Config{Grants: parseGrants(b, egressGrants), StateDir: f.state, Workspace: f.ws, Recorder: f.rec, Meters: Meters{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var prog, host time.Duration
+			var peak uint64
+			for b.Loop() {
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				base := ms.HeapInuse
+				stop := make(chan struct{})
+				sampled := make(chan uint64)
+				go func() {
+					var top uint64
+					tick := time.NewTicker(5 * time.Millisecond)
+					defer tick.Stop()
+					for {
+						select {
+						case <-stop:
+							sampled <- top
+							return
+						case <-tick.C:
+							var ms runtime.MemStats
+							runtime.ReadMemStats(&ms)
+							top = max(top, ms.HeapInuse)
+						}
+					}
+				}()
+				before := cpuSelf(b)
+				out, err := s.Exec(b.Context(), Command{Argv: []string{"python3", "flood.py", strconv.Itoa(n)}, Inputs: []string{"flood.py"}, Capture: 1 << 10})
+				host += cpuSelf(b) - before
+				close(stop)
+				top := <-sampled
+				if err != nil {
+					b.Fatal(err)
+				}
+				if out.Result.ExitCode != 0 || out.Egress.Conns != int64(n) {
+					b.Fatalf("exit %d, %+v: %s", out.Result.ExitCode, out.Egress, out.Stderr.Bytes)
+				}
+				prog += time.Duration(out.Result.CPUNanos)
+				if top > base {
+					peak = max(peak, top-base)
+				}
+			}
+			it := float64(b.N)
+			b.ReportMetric(float64(prog.Milliseconds())/it, "program-cpu-ms/op")
+			b.ReportMetric(float64(host.Milliseconds())/it, "host-cpu-ms/op")
+			b.ReportMetric(float64(host)/float64(prog), "host/program")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+		})
+	}
+}
+
+// cpuSelf is this process's user and system CPU time so far.
+func cpuSelf(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
