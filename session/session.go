@@ -377,7 +377,8 @@ func (s *Session) refuse(c Command, err error) error {
 }
 
 func commandEntry(c Command, gs *grant.Set, res *sandbox.Result, err error, eg egress.Stats) entry.Command {
-	body := entry.Command{Task: c.Task, ID: c.ID, Kind: c.Kind, Argv: c.Argv, Grants: gs.ID().String(), EgressDropped: eg.Dropped}
+	body := entry.Command{Task: c.Task, ID: c.ID, Kind: c.Kind, Argv: c.Argv, Grants: gs.ID().String(), EgressDropped: eg.Dropped,
+		Outputs: map[string]string{}}
 	if body.Argv == nil {
 		body.Argv = []string{}
 	}
@@ -389,7 +390,6 @@ func commandEntry(c Command, gs *grant.Set, res *sandbox.Result, err error, eg e
 	body.Tier, body.Exit, body.Signal, body.TimedOut, body.OOMKills = res.Tier.String(), &exit, res.Signal, res.TimedOut, res.OOMKills
 	body.Program = &entry.Program{Path: res.Program.Path, B3: res.Program.B3.String()}
 	body.CPUNS, body.WallUS, body.PeakMemoryBytes = res.CPUNanos, res.Wall().Microseconds(), res.PeakMemoryBytes
-	body.Outputs = map[string]string{}
 	for _, f := range res.Outputs {
 		body.Outputs[f.Path] = f.ID.String()
 	}

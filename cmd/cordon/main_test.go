@@ -1,17 +1,22 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -46,6 +51,56 @@ func TestScripts(t *testing.T) {
 				}))
 				ts.Defer(srv.Close)
 				ts.Setenv(args[0]+"_PORT", strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port))
+			},
+			// same-entries RUN.jsonl EXEC.jsonl TYPE...: both journals
+			// have entries of each TYPE, with the same body type, and
+			// every EXEC entry's members are those of a RUN entry of its
+			// type, less the runner's labels (task, id, kind, stdout,
+			// stderr) — cordon exec and cordon run write one schema.
+			"same-entries": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) < 3 {
+					ts.Fatalf("usage: same-entries RUN.jsonl EXEC.jsonl TYPE...")
+				}
+				read := func(name string) map[string][]map[string]any {
+					es, _, err := journal.Scan(strings.NewReader(ts.ReadFile(name)))
+					ts.Check(err)
+					out := map[string][]map[string]any{}
+					for _, e := range es {
+						var m map[string]any
+						ts.Check(json.Unmarshal(e.Body().AppendJCS(nil), &m))
+						out[e.Type] = append(out[e.Type], m)
+					}
+					return out
+				}
+				keys := func(m map[string]any, drop ...string) string {
+					var ks []string
+					for k := range m {
+						if !slices.Contains(drop, k) {
+							ks = append(ks, k)
+						}
+					}
+					slices.Sort(ks)
+					return strings.Join(ks, ",")
+				}
+				run, ex := read(args[0]), read(args[1])
+				labels := []string{"task", "id", "kind", "stdout", "stderr"}
+				for _, typ := range args[2:] {
+					if len(run[typ]) == 0 || len(ex[typ]) == 0 {
+						ts.Fatalf("%s: %d entries in %s, %d in %s", typ, len(run[typ]), args[0], len(ex[typ]), args[1])
+					}
+					shapes := map[string]bool{}
+					for _, m := range run[typ] {
+						shapes[keys(m, labels...)] = true
+					}
+					for _, m := range ex[typ] {
+						if m["type"] != run[typ][0]["type"] {
+							ts.Fatalf("%s: body type %v in %s, %v in %s", typ, m["type"], args[1], run[typ][0]["type"], args[0])
+						}
+						if k := keys(m); !shapes[k] {
+							ts.Fatalf("%s: %s writes members %s; %s writes %v", typ, args[1], k, args[0], slices.Collect(maps.Keys(shapes)))
+						}
+					}
+				}
 			},
 			// status N command args...: run command and require exit status N.
 			"status": func(ts *testscript.TestScript, neg bool, args []string) {

@@ -93,7 +93,7 @@ type Command struct {
 	Signal          int               `json:"signal,omitempty"`
 	TimedOut        bool              `json:"timed_out,omitempty"`
 	OOMKills        int64             `json:"oom_kills,omitempty"`
-	Outputs         map[string]string `json:"outputs,omitempty"`
+	Outputs         map[string]string `json:"outputs"` // {} when nothing came back
 	OutputsError    string            `json:"outputs_error,omitempty"`
 	Stdout          string            `json:"stdout,omitempty"`
 	Stderr          string            `json:"stderr,omitempty"`

@@ -44,11 +44,11 @@ func TestEncode(t *testing.T) {
 			t.Errorf("%s: type %v", e.Name(), got)
 		}
 	}
-	v, err := Encode(Command{Argv: []string{"true"}, Grants: "b3:x"})
+	v, err := Encode(Command{Argv: []string{"true"}, Grants: "b3:x", Outputs: map[string]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(v.AppendJCS(nil)); got != `{"argv":["true"],"grants":"b3:x","type":"cordon.command.v1"}` {
+	if got := string(v.AppendJCS(nil)); got != `{"argv":["true"],"grants":"b3:x","outputs":{},"type":"cordon.command.v1"}` {
 		t.Fatalf("command %s", got)
 	}
 	// A decision is its record, as written.
