@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -104,6 +105,9 @@ type verdict struct {
 // vet decides host:port: the grant decision, then for a name its
 // resolution and the check of every address it resolves to, for an
 // address the special-range check.
+// errResolve wraps every failure to resolve an allowed name.
+var errResolve = errors.New("resolve")
+
 func (p *Proxy) vet(ctx context.Context, host string, port int) verdict {
 	d := p.cfg.Enforcer.Decide(grant.Query{Kind: grant.KindEgress, Host: host, Proto: "tcp", Port: port})
 	if !d.Allow {
@@ -126,7 +130,7 @@ func (p *Proxy) vet(ctx context.Context, host string, port int) verdict {
 		err = fmt.Errorf("no addresses")
 	}
 	if err != nil {
-		return verdict{allow: true, rule: d.Rule, reason: d.Reason, err: fmt.Errorf("resolve %s: %w", host, err)}
+		return verdict{allow: true, rule: d.Rule, reason: d.Reason, err: fmt.Errorf("%w %s: %w", errResolve, host, err)}
 	}
 	vetted := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {

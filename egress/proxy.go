@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cordon-dev/cordon/grant"
@@ -575,5 +576,26 @@ func (p *Proxy) failUpstream(s *session, rec *Record, v verdict, err error) {
 	rec.Allow, rec.Rule, rec.Reason, rec.Addr = true, v.rule, v.reason, v.addr
 	rec.Status, rec.Error = http.StatusBadGateway, err.Error()
 	p.record(*rec)
-	p.replyClose(s, rec.Status, fmt.Sprintf("egress: cannot reach %s", net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port))))
+	p.replyClose(s, rec.Status, fmt.Sprintf("egress: cannot reach %s: %s", net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)), upstreamReason(err)))
+}
+
+// upstreamReason names why an allowed upstream could not be reached, in
+// words safe to give the client: a class of failure, never the error's
+// text (which can carry resolved addresses and internals).
+func upstreamReason(err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, errResolve) && (!errors.As(err, &dnsErr) || dnsErr.IsNotFound):
+		return "the name does not resolve"
+	case errors.Is(err, errResolve):
+		return "the name could not be resolved"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "no route to the host"
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return "timed out"
+	default:
+		return "the connection failed"
+	}
 }

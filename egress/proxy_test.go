@@ -493,7 +493,8 @@ func TestHintAllows(t *testing.T) {
 }
 
 // TestDialFailure: an allowed request whose upstream cannot be reached
-// gets 502 without internal details; the Record keeps them.
+// gets 502 with the class of failure (the name does not resolve, the
+// connection was refused), never the error's text; the Record keeps it.
 func TestDialFailure(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -504,10 +505,15 @@ func TestDialFailure(t *testing.T) {
 	ln.Close()
 	env := newEnv(t, enforcer(t, []string{cidrRule("127.0.0.1/32", port), hostRule("empty.test", port), hostRule("unknown.test", port)}))
 	env.allowDial(closed, closed)
-	for _, target := range []string{closed, fmt.Sprintf("empty.test:%d", port), fmt.Sprintf("unknown.test:%d", port)} {
-		_, resp, body := env.connect(target)
-		if resp.StatusCode != 502 || strings.Contains(body, "refused") || strings.Contains(body, "dial") || strings.Contains(body, "lookup") {
-			t.Errorf("%s: got %s %q, want 502 without details", target, resp.Status, body)
+	for _, tc := range []struct{ target, why string }{
+		{closed, "connection refused"},
+		{fmt.Sprintf("empty.test:%d", port), "the name does not resolve"},
+		{fmt.Sprintf("unknown.test:%d", port), "the name does not resolve"},
+	} {
+		_, resp, body := env.connect(tc.target)
+		want := "egress: cannot reach " + tc.target + ": " + tc.why
+		if resp.StatusCode != 502 || strings.TrimSpace(body) != want || strings.Contains(body, "dial") || strings.Contains(body, "lookup") {
+			t.Errorf("%s: got %s %q, want 502 %q", tc.target, resp.Status, body, want)
 		}
 	}
 	recs := env.records(3)
@@ -515,6 +521,41 @@ func TestDialFailure(t *testing.T) {
 		if !r.Allow || r.Status != 502 || r.Error == "" {
 			t.Errorf("record = %+v, want an allowance that failed", r)
 		}
+	}
+}
+
+// TestMaxRecords: the decision that reaches MaxRecords is followed by one
+// denial saying so, and every later connection is closed unread and
+// unrecorded.
+func TestMaxRecords(t *testing.T) {
+	env := newEnv(t, enforcer(t, []string{hostRule("allowed.test", 1)}), func(c *Config) { c.MaxRecords = 3 })
+	for i := 0; i < 3; i++ {
+		_, resp, _ := env.connect("evil.test:443")
+		if resp.StatusCode != 403 {
+			t.Fatalf("connection %d: %s", i, resp.Status)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		c := env.open()
+		io.WriteString(c, "CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\n\r\n")
+		if _, err := c.br.ReadByte(); err == nil {
+			t.Fatalf("connection %d past the cap was answered", i)
+		}
+	}
+	recs := env.records(4)
+	time.Sleep(50 * time.Millisecond)
+	recs = env.records(4)
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want 3 and the cap's: %v", len(recs), recs)
+	}
+	if last := recs[3]; last.Allow || last.Rule != "limit" || !strings.Contains(last.Reason, "cap of 3 recorded egress decisions") {
+		t.Fatalf("cap record %+v", last)
+	}
+	if st := env.p.Stats(); st.Dropped != 5 || st.Denied != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, err := New(Config{Enforcer: enforcer(t, nil), MaxConns: 1, IdleTimeout: 1, HeaderTimeout: 1, DialTimeout: 1, MaxHeaderBytes: 1}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("MaxRecords 0 accepted: %v", err)
 	}
 }
 
