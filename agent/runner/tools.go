@@ -609,9 +609,14 @@ func (r *run) finish(ctx context.Context, t *task) (done bool, status, feedback 
 func (r *run) verify(ctx context.Context, t *task, final bool) (out string, pass bool, cerr, err error) {
 	v := t.m.Verify
 	argv, cerr := checkArgv(t.m, v)
+	var rr *reportRun
+	if cerr == nil {
+		rr, cerr = r.startReport(t)
+	}
 	if cerr == nil {
 		out, pass, cerr = r.execute(ctx, t, "verify", argv, "verify")
 	}
+	rr.stop()
 	var rf *refusal
 	if cerr != nil && !errors.As(cerr, &rf) {
 		return "", false, nil, cerr
@@ -619,6 +624,11 @@ func (r *run) verify(ctx context.Context, t *task, final bool) (out string, pass
 	if cerr != nil {
 		out = "the verify command could not run: " + rf.reason
 	}
+	pass, note, err := r.judge(t, rr, cerr, pass)
+	if err != nil {
+		return "", false, nil, err
+	}
+	out += note
 	if _, err := r.record("verify", map[string]any{"task": t.id, "argv": v, "pass": pass, "loop": t.used.loops, "final": final}); err != nil {
 		return "", false, nil, err
 	}
