@@ -43,9 +43,11 @@ func widen(member, format string, args ...any) error {
 // token (a child without one is refused); when the parent also has a
 // report requirement, the child's has the same format and file and a
 // min_passed at least the parent's. "Plus more" is exactly that: a child
-// may add a report requirement its parent lacks, raise min_passed, or
-// add a verify command when its parent has none; it may not change the
-// command, its arguments, the report's format or where it is read.
+// may add a report requirement its parent lacks (read from standard
+// output: a report file is a path the verify run clears and writes, so
+// a child may name only its parent's), raise min_passed, or add a verify
+// command when its parent has none; it may not change the command, its
+// arguments, the report's format or where it is read.
 //
 // Both must come from Parse.
 func Covers(parent, child *Manifest) error {
@@ -91,6 +93,12 @@ func Covers(parent, child *Manifest) error {
 // verifyCovers checks that child is verified at least as strictly as
 // parent (see Covers).
 func verifyCovers(parent, child *Manifest) error {
+	// A report file is one more workspace path the verify run clears and
+	// writes: a child may name one only where its parent does, or it
+	// could delete or replace any file that is not an input or output.
+	if c := child.VerifyReport; c != nil && c.File != "" && (parent.VerifyReport == nil || parent.VerifyReport.File != c.File) {
+		return widen("verify_report.file", "%q is not the parent's report file: a sub-task's verify run may clear and write only the report file its parent's does (read a report the parent does not require from standard output)", c.File)
+	}
 	if parent.Verify == nil {
 		return nil
 	}

@@ -585,6 +585,8 @@ func TestCoversVerify(t *testing.T) {
 		{"report stricter", tap3, func(d map[string]any) { d["verify_report"] = report("tap", 10, "") }, ""},
 		{"same file report", junit, func(d map[string]any) { d["verify_report"] = report("junit", 3, "report.xml") }, ""},
 
+		{"no parent verify, child adds a report file", noVerify, func(d map[string]any) { d["verify_report"] = report("junit", 1, "report.xml") }, "verify_report.file"},
+		{"same verify, report file added", plain, func(d map[string]any) { d["verify_report"] = report("junit", 1, "notes.txt") }, "verify_report.file"},
 		{"verify dropped", plain, func(d map[string]any) { delete(d, "verify") }, "verify"},
 		{"verify changed", plain, func(d map[string]any) { d["verify"] = []any{"gofmt", "-l", "."} }, "verify"},
 		{"verify narrowed to nothing", plain, func(d map[string]any) { d["verify"] = []any{"go", "test", "./...", "-run", "TestNone"} }, "verify"},

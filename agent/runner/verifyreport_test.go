@@ -288,6 +288,11 @@ func TestSpawnKeepsVerify(t *testing.T) {
 			m["verify"] = []string{"python3", "-c", "pass"}
 			m["verify_report"] = map[string]any{"format": "tap", "min_passed": 2}
 		}, "a sub-task may not pick its own verify command"},
+		{"a report file of its own", func(m map[string]any) {
+			// It would clear and replace secret.txt, neither an input nor an output.
+			m["verify"] = []string{"python3", "-m", "unittest"}
+			m["verify_report"] = map[string]any{"format": "tap", "min_passed": 2, "file": "secret.txt"}
+		}, "verify_report.file: \"secret.txt\" is not the parent's report file"},
 		{"report dropped", func(m map[string]any) { m["verify"] = []string{"python3", "-m", "unittest"} }, "verify_report: missing"},
 		{"weaker", func(m map[string]any) {
 			m["verify"] = []string{"python3", "-m", "unittest"}
