@@ -216,8 +216,8 @@ type Command struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	// Capture, if positive, keeps the first Capture bytes of stdout and
-	// stderr in the Outcome (instead of Stdout and Stderr) and journals
-	// their ContentIds.
+	// stderr in the Outcome, as well as writing them to Stdout and
+	// Stderr when those are set, and journals their ContentIds.
 	Capture int
 	// Task, ID and Kind label the journal entries (the runner's).
 	Task, ID, Kind string
@@ -301,6 +301,12 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 	if c.Capture > 0 {
 		stdout.limit, stderr.limit = c.Capture, c.Capture
 		spec.Stdout, spec.Stderr = &stdout, &stderr
+		if c.Stdout != nil {
+			spec.Stdout = io.MultiWriter(&stdout, c.Stdout)
+		}
+		if c.Stderr != nil {
+			spec.Stderr = io.MultiWriter(&stderr, c.Stderr)
+		}
 	}
 	var (
 		proxy   *egress.Proxy

@@ -13,6 +13,9 @@ import (
 func FuzzParse(f *testing.F) {
 	f.Add(encode(f, base()))
 	f.Add(encode(f, minimal()))
+	withReport := base()
+	withReport["verify_report"] = map[string]any{"format": "junit", "min_passed": 2, "file": "report.xml"}
+	f.Add(encode(f, withReport))
 	f.Add([]byte(`{"type":"cordon.manifest.v1"}`))
 	f.Add([]byte(`{"inputs":[".cordon/x","a/../b"]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

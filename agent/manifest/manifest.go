@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/cordon-dev/cordon/agent/testreport"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/internal/jsonv"
@@ -75,7 +76,10 @@ type Manifest struct {
 	Commands []string   // command basenames the model may run
 	Grants   *grant.Set // the grant set commands run under
 	Verify   []string   // the verify argv, nil when absent; Verify[0] is in Commands
-	Budgets  Budgets
+	// VerifyReport is what the verify command's test report must show,
+	// nil when only its exit status counts; set only with Verify.
+	VerifyReport *VerifyReport
+	Budgets      Budgets
 
 	id  canon.ID
 	jcs []byte
@@ -91,6 +95,24 @@ type Budgets struct {
 	WallMS          int64 // wall clock of the run, in ms; ≥ 1
 	MaxLoops        int64 // loops the model may set up; ≥ 0, 0 means none
 	MaxPendingTasks int64 // spawned sub-tasks pending at once; ≥ 0, 0 means the run may not spawn
+}
+
+// VerifyReport is a verify command's report requirement
+// (docs/SPEC.md §5.4): the command must leave a report in Format, read
+// from File or, when File is "", from its standard output, in which at
+// least MinPassed tests passed and none failed.
+type VerifyReport struct {
+	Format    string // testreport.GoTestJSON, testreport.JUnit or testreport.TAP
+	File      string // workspace path of the report; "" for standard output
+	MinPassed int64  // ≥ 1
+}
+
+// From names where the report is read: "stdout" or the file's path.
+func (v *VerifyReport) From() string {
+	if v.File == "" {
+		return "stdout"
+	}
+	return v.File
 }
 
 // budgetFields lists the budgets with their JSON names and minimums.
@@ -226,6 +248,27 @@ func Parse(data []byte) (*Manifest, error) {
 		}
 	}
 
+	if vo, ok := o.Object("verify_report", false); ok {
+		v := &VerifyReport{}
+		m.VerifyReport = v
+		v.Format, _ = vo.Str("format", true)
+		v.MinPassed, _ = vo.Int("min_passed", true)
+		var hasFile bool
+		v.File, hasFile = vo.Str("file", false)
+		vo.End()
+		switch {
+		case r.Err() != nil:
+		case m.Verify == nil:
+			r.Fail("verify_report", "a report requirement without a verify command")
+		case !testreport.Known(v.Format):
+			r.Fail(vo.Path("format"), "want one of %q, got %q", testreport.Formats, v.Format)
+		case v.MinPassed < 1 || v.MinPassed > MaxBudget:
+			r.Fail(vo.Path("min_passed"), "want 1 ≤ n ≤ 2^40, got %d (a report of no passing test proves nothing)", v.MinPassed)
+		case hasFile:
+			check(r, vo.Path("file"), checkReportFile(m, v.File))
+		}
+	}
+
 	if b, ok := o.Object("budgets", true); ok {
 		for _, f := range m.Budgets.fields() {
 			n, _ := b.Int(f.name, true)
@@ -243,6 +286,33 @@ func Parse(data []byte) (*Manifest, error) {
 	m.jcs = v.AppendJCS(nil)
 	m.id = canon.Sum(m.jcs)
 	return m, nil
+}
+
+// checkReportFile accepts a report path that nothing but the verify
+// command can put in the workspace: no tool writes it (it is not an
+// output), no command copies it back (it is not an output) and no run
+// stages it in (it is neither an input nor beneath one); nor may it lie
+// above an input or output, or be the replay script. The runner also
+// removes any file there before each verify run, so a report left by an
+// earlier run or planted in the workspace never counts.
+func checkReportFile(m *Manifest, p string) error {
+	if err := CheckPath(p); err != nil {
+		return err
+	}
+	for _, o := range m.Outputs {
+		if under(o, p) || under(p, o) {
+			return fmt.Errorf("%q is or contains output %q: the model could write the report; name a path only the verify command writes", p, o)
+		}
+	}
+	for _, i := range m.Inputs {
+		if under(i, p) || under(p, i) {
+			return fmt.Errorf("%q is, contains or lies beneath input %q: a report must come from the verify run, not be staged into it", p, i)
+		}
+	}
+	if m.Replay != "" && (under(m.Replay, p) || under(p, m.Replay)) {
+		return fmt.Errorf("%q is the replay script's path", p)
+	}
+	return nil
 }
 
 // readPaths reads a required array of distinct workspace paths.

@@ -93,6 +93,26 @@ func TestParseValid(t *testing.T) {
 		t.Errorf("JCS/ID mismatch: %v", err)
 	}
 
+	if m.VerifyReport != nil {
+		t.Errorf("verify_report = %+v without the member", m.VerifyReport)
+	}
+	for _, tc := range []struct {
+		report map[string]any
+		want   VerifyReport
+		from   string
+	}{
+		{map[string]any{"format": "go-test-json", "min_passed": 3}, VerifyReport{Format: "go-test-json", MinPassed: 3}, "stdout"},
+		{map[string]any{"format": "junit", "min_passed": 1, "file": "reports/junit.xml"}, VerifyReport{Format: "junit", File: "reports/junit.xml", MinPassed: 1}, "reports/junit.xml"},
+		{map[string]any{"format": "tap", "min_passed": int64(MaxBudget)}, VerifyReport{Format: "tap", MinPassed: MaxBudget}, "stdout"},
+	} {
+		d := base()
+		d["verify_report"] = tc.report
+		m := mustParse(t, d)
+		if m.VerifyReport == nil || *m.VerifyReport != tc.want || m.VerifyReport.From() != tc.from {
+			t.Errorf("verify_report %v = %+v", tc.report, m.VerifyReport)
+		}
+	}
+
 	mm := mustParse(t, minimal())
 	if mm.Verify != nil || mm.BaseURL != "" || mm.Replay != "replay.json" || mm.Budgets.MaxPendingTasks != 0 {
 		t.Errorf("minimal = %+v", mm)
@@ -232,6 +252,41 @@ func TestParseRefused(t *testing.T) {
 			}
 			d["verify"] = l
 		}, "verify: 257 tokens"},
+
+		// Verify report.
+		{"report without verify", func(d map[string]any) {
+			delete(d, "verify")
+			d["verify_report"] = map[string]any{"format": "tap", "min_passed": 1}
+		}, "verify_report: a report requirement without a verify command"},
+		{"report unknown format", func(d map[string]any) { d["verify_report"] = map[string]any{"format": "xunit", "min_passed": 1} }, "verify_report.format: want one of"},
+		{"report format missing", func(d map[string]any) { d["verify_report"] = map[string]any{"min_passed": 1} }, "verify_report.format: required member is missing"},
+		{"report min_passed missing", func(d map[string]any) { d["verify_report"] = map[string]any{"format": "junit"} }, "verify_report.min_passed: required member is missing"},
+		{"report min_passed zero", func(d map[string]any) { d["verify_report"] = map[string]any{"format": "junit", "min_passed": 0} }, "verify_report.min_passed: want 1 ≤ n"},
+		{"report min_passed huge", func(d map[string]any) {
+			d["verify_report"] = map[string]any{"format": "junit", "min_passed": int64(MaxBudget) + 1}
+		}, "verify_report.min_passed: want 1 ≤ n"},
+		{"report unknown member", func(d map[string]any) {
+			d["verify_report"] = map[string]any{"format": "junit", "min_passed": 1, "from": "stdout"}
+		}, "verify_report.from: unknown member"},
+		{"report not an object", func(d map[string]any) { d["verify_report"] = "junit" }, "verify_report: want object"},
+		{"report file is an output", func(d map[string]any) {
+			d["verify_report"] = map[string]any{"format": "junit", "min_passed": 1, "file": "pkg/a/a_test.go"}
+		}, "verify_report.file: \"pkg/a/a_test.go\" is or contains output"},
+		{"report file contains an output", func(d map[string]any) {
+			d["verify_report"] = map[string]any{"format": "junit", "min_passed": 1, "file": "pkg/a"}
+		}, "is or contains output"},
+		{"report file beneath an input", func(d map[string]any) {
+			d["verify_report"] = map[string]any{"format": "junit", "min_passed": 1, "file": "pkg/report.xml"}
+		}, "lies beneath input \"pkg\""},
+		{"report file is an input", func(d map[string]any) {
+			d["verify_report"] = map[string]any{"format": "junit", "min_passed": 1, "file": "go.mod"}
+		}, "lies beneath input \"go.mod\""},
+		{"report file in the state dir", func(d map[string]any) {
+			d["verify_report"] = map[string]any{"format": "junit", "min_passed": 1, "file": ".cordon/report.xml"}
+		}, "verify_report.file: path \".cordon/report.xml\" is in the reserved state directory"},
+		{"report file not canonical", func(d map[string]any) {
+			d["verify_report"] = map[string]any{"format": "junit", "min_passed": 1, "file": "out/../report.xml"}
+		}, "verify_report.file: path"},
 
 		// Budgets.
 		{"budgets array", func(d map[string]any) { d["budgets"] = []any{} }, "budgets: want object"},
@@ -402,7 +457,6 @@ func TestCovers(t *testing.T) {
 		d["inputs"] = []any{"pkg/a"}
 		d["outputs"] = []any{"pkg/a/a.go"}
 		d["commands"] = []any{"go"}
-		d["verify"] = []any{"go", "vet"}
 		g := sub(d, "grants")
 		g["exec"] = map[string]any{"allow": []any{map[string]any{"name": "go", "args": []any{"test"}}}}
 		g["limits"] = map[string]any{"wall_ms": 1000}
@@ -419,7 +473,6 @@ func TestCovers(t *testing.T) {
 	// Equal except one pending task fewer is covered.
 	eq := base()
 	sub(eq, "budgets")["max_pending_tasks"] = 2
-	delete(eq, "verify")
 	if err := Covers(parent, mustParse(t, eq)); err != nil {
 		t.Errorf("Covers(parent, equal but pending-1) = %v, want nil", err)
 	}
@@ -460,6 +513,10 @@ func TestCovers(t *testing.T) {
 		{"max_loops", func(d map[string]any) { sub(d, "budgets")["max_loops"] = 3 }, "budgets.max_loops"},
 		{"max_pending_tasks equal", func(d map[string]any) { sub(d, "budgets")["max_pending_tasks"] = 3 }, "budgets.max_pending_tasks"},
 		{"max_pending_tasks larger", func(d map[string]any) { sub(d, "budgets")["max_pending_tasks"] = 4 }, "budgets.max_pending_tasks"},
+		{"verify dropped", func(d map[string]any) { delete(d, "verify") }, "verify"},
+		{"verify other command", func(d map[string]any) { d["verify"] = []any{"go", "vet"} }, "verify"},
+		{"verify fewer args", func(d map[string]any) { d["verify"] = []any{"go", "test"} }, "verify"},
+		{"verify more args", func(d map[string]any) { d["verify"] = []any{"go", "test", "./...", "-run", "TestNothing"} }, "verify"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := narrow()
@@ -482,5 +539,77 @@ func TestCovers(t *testing.T) {
 	p0 := mustParse(t, minimal())
 	if err := Covers(p0, p0); !errors.Is(err, ErrWidening) {
 		t.Errorf("Covers(no-spawn parent, itself) = %v, want ErrWidening", err)
+	}
+}
+
+// TestCoversVerify: a sub-task is verified at least as strictly as its
+// parent: the same verify argv, the same report format and source, and
+// at least the parent's min_passed; it may add a report requirement or
+// raise min_passed, never drop or change one.
+func TestCoversVerify(t *testing.T) {
+	report := func(format string, min int, file string) map[string]any {
+		r := map[string]any{"format": format, "min_passed": min}
+		if file != "" {
+			r["file"] = file
+		}
+		return r
+	}
+	// The child is base() with one pending task fewer and its verify edited.
+	child := func(edit func(d map[string]any)) *Manifest {
+		d := base()
+		sub(d, "budgets")["max_pending_tasks"] = 2
+		edit(d)
+		return mustParse(t, d)
+	}
+	parentWith := func(edit func(d map[string]any)) *Manifest {
+		d := base()
+		edit(d)
+		return mustParse(t, d)
+	}
+	noVerify := parentWith(func(d map[string]any) { delete(d, "verify") })
+	plain := parentWith(func(map[string]any) {})
+	tap3 := parentWith(func(d map[string]any) { d["verify_report"] = report("tap", 3, "") })
+	junit := parentWith(func(d map[string]any) { d["verify_report"] = report("junit", 3, "report.xml") })
+
+	for _, tc := range []struct {
+		name   string
+		parent *Manifest
+		edit   func(d map[string]any)
+		member string // "" when covered
+	}{
+		{"no parent verify, none", noVerify, func(d map[string]any) { delete(d, "verify") }, ""},
+		{"no parent verify, child adds one", noVerify, func(map[string]any) {}, ""},
+		{"same verify", plain, func(map[string]any) {}, ""},
+		{"same verify, report added", plain, func(d map[string]any) { d["verify_report"] = report("tap", 1, "") }, ""},
+		{"same report", tap3, func(d map[string]any) { d["verify_report"] = report("tap", 3, "") }, ""},
+		{"report stricter", tap3, func(d map[string]any) { d["verify_report"] = report("tap", 10, "") }, ""},
+		{"same file report", junit, func(d map[string]any) { d["verify_report"] = report("junit", 3, "report.xml") }, ""},
+
+		{"no parent verify, child adds a report file", noVerify, func(d map[string]any) { d["verify_report"] = report("junit", 1, "report.xml") }, "verify_report.file"},
+		{"same verify, report file added", plain, func(d map[string]any) { d["verify_report"] = report("junit", 1, "notes.txt") }, "verify_report.file"},
+		{"verify dropped", plain, func(d map[string]any) { delete(d, "verify") }, "verify"},
+		{"verify changed", plain, func(d map[string]any) { d["verify"] = []any{"gofmt", "-l", "."} }, "verify"},
+		{"verify narrowed to nothing", plain, func(d map[string]any) { d["verify"] = []any{"go", "test", "./...", "-run", "TestNone"} }, "verify"},
+		{"verify dropped with the report", tap3, func(d map[string]any) { delete(d, "verify") }, "verify"},
+		{"report dropped", tap3, func(map[string]any) {}, "verify_report"},
+		{"report format changed", tap3, func(d map[string]any) { d["verify_report"] = report("go-test-json", 3, "") }, "verify_report.format"},
+		{"report read elsewhere", tap3, func(d map[string]any) { d["verify_report"] = report("tap", 3, "report.tap") }, "verify_report.file"},
+		{"report file to stdout", junit, func(d map[string]any) { d["verify_report"] = report("junit", 3, "") }, "verify_report.file"},
+		{"report file renamed", junit, func(d map[string]any) { d["verify_report"] = report("junit", 3, "other.xml") }, "verify_report.file"},
+		{"min_passed lowered", tap3, func(d map[string]any) { d["verify_report"] = report("tap", 2, "") }, "verify_report.min_passed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Covers(tc.parent, child(tc.edit))
+			if tc.member == "" {
+				if err != nil {
+					t.Fatalf("Covers = %v, want nil", err)
+				}
+				return
+			}
+			var we *WideningError
+			if !errors.Is(err, ErrWidening) || !errors.As(err, &we) || we.Member != tc.member {
+				t.Fatalf("Covers = %v, want a widening at %s", err, tc.member)
+			}
+		})
 	}
 }

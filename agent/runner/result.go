@@ -46,6 +46,7 @@ type Body struct {
 	Writes       []WriteEffect `json:"writes"`
 	Runs         []RunEffect   `json:"runs"`
 	Tasks        []TaskResult  `json:"tasks"`
+	Verification *Verification `json:"verification,omitempty"` // the root task's last verify run, if one ran
 }
 
 // WriteEffect is one write, applied or planned.
@@ -76,6 +77,8 @@ type TaskResult struct {
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	Loops        int64  `json:"loops"`
+	// Verification is how the task's last verify run was judged.
+	Verification *Verification `json:"verification,omitempty"`
 }
 
 // jcs is the canonical form of v.
@@ -156,6 +159,12 @@ func ParseResult(b []byte) (*Result, error) {
 		if !statuses[t.Status] {
 			return nil, fmt.Errorf("task %q status %q is not a run status", t.ID, t.Status)
 		}
+		if err := t.Verification.check(); err != nil {
+			return nil, fmt.Errorf("task %q: %w", t.ID, err)
+		}
+	}
+	if err := res.Body.Verification.check(); err != nil {
+		return nil, fmt.Errorf("body: %w", err)
 	}
 	c := res.Commitments
 	for name, s := range map[string]string{"manifest": c.Manifest, "journal head": c.Journal.Head, "body": c.Body} {

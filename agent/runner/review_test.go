@@ -42,20 +42,21 @@ func childManifest(edit func(m map[string]any)) string {
 func TestSubtaskCannotUndoVerify(t *testing.T) {
 	ws := newWorkspace(t, defaultFiles())
 	edit := func(m map[string]any) { m["verify"] = []string{"python3", "-m", "unittest"} }
-	// Exits: the parent's verify passes, the final one after the child fails.
-	sb := &fakeSandbox{offers: []tier.Tier{tier.S2}, exits: []int{0, 1}}
+	// Exits: the parent's verify passes, the child's too (it must keep
+	// the parent's verify command), the parent's final one fails.
+	sb := &fakeSandbox{offers: []tier.Tier{tier.S2}, exits: []int{0, 0, 1}}
 	s := &script{resps: []*provider.Response{
-		calls(call("spawn", childManifest(nil))), finish("parent"),
+		calls(call("spawn", childManifest(edit))), finish("parent"),
 		calls(call("write", `{"path":"out.txt","content":"BROKEN"}`)), finish("child"),
 	}}
 	out, err := runScript(t, ws, baseManifest(t, edit), s, runOpts{apply: true, sb: sb})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != StatusVerifyFailed || out.Body.Tasks[0].Status != StatusVerifyFailed || len(sb.specs) != 2 {
+	if out.Status != StatusVerifyFailed || out.Body.Tasks[0].Status != StatusVerifyFailed || len(sb.specs) != 3 {
 		t.Fatalf("status %s, tasks %+v, %d verify runs", out.Status, out.Body.Tasks, len(sb.specs))
 	}
-	if v := ofType(entries(t, ws), "verify"); len(v) != 2 || !strings.Contains(v[1], `"final":true`) {
+	if v := ofType(entries(t, ws), "verify"); len(v) != 3 || !strings.Contains(v[2], `"final":true`) {
 		t.Fatalf("verify entries %v", v)
 	}
 	mustVerify(t, ws)

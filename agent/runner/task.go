@@ -31,6 +31,8 @@ type task struct {
 	msgs     []provider.Message
 	summary  string
 	turnLeft int // bytes of tool results the current turn has left
+	// verification is how the last verify run was judged; nil if none ran.
+	verification *Verification
 }
 
 type pendingTask struct {
@@ -112,7 +114,8 @@ func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 		return "", err
 	}
 	r.body.Tasks = append(r.body.Tasks, TaskResult{ID: t.id, Manifest: t.m.ID().String(), Status: status, Summary: clip(t.summary, 4000),
-		Turns: t.used.turns, ModelCalls: t.used.calls, InputTokens: t.used.inTokens, OutputTokens: t.used.outTokens, Loops: t.used.loops})
+		Turns: t.used.turns, ModelCalls: t.used.calls, InputTokens: t.used.inTokens, OutputTokens: t.used.outTokens, Loops: t.used.loops,
+		Verification: t.verification})
 	if _, err := r.record(entry.TaskEnd{Task: t.id, Status: status, Turns: t.used.turns, ModelCalls: t.used.calls,
 		InputTokens: t.used.inTokens, OutputTokens: t.used.outTokens, Loops: t.used.loops, Summary: canon.Sum([]byte(t.summary)).String()}); err != nil {
 		return "", err
@@ -146,6 +149,7 @@ func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		r.body.Tasks[self].Verification = t.verification
 		if !pass {
 			status = StatusVerifyFailed
 			r.body.Tasks[self].Status = status
@@ -155,6 +159,7 @@ func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 	if t.parent == nil { // the run's totals: the root's usage includes its sub-tasks'
 		r.body.Turns, r.body.ModelCalls, r.body.InputTokens, r.body.OutputTokens, r.body.Loops = t.used.turns, t.used.calls, t.used.inTokens, t.used.outTokens, t.used.loops
 		r.body.Summary = clip(t.summary, 4000)
+		r.body.Verification = t.verification
 	}
 	return status, nil
 }
@@ -368,6 +373,9 @@ func (r *run) prompt(t *task) string {
 	list("Commands you may run", m.Commands)
 	if m.Verify != nil {
 		fmt.Fprintf(&b, "After finish, cordon runs the verify command %q; if it fails you get its output and may try again (%d more attempts).\n", strings.Join(m.Verify, " "), m.Budgets.MaxLoops)
+		if v := m.VerifyReport; v != nil {
+			fmt.Fprintf(&b, "It passes only if it exits 0 and its %s test report (from %s) counts at least %d passed tests and no failures.\n", v.Format, v.From(), v.MinPassed)
+		}
 	}
 	if r.cfg.Apply {
 		b.WriteString("Mode: apply: writes and commands take effect.\n")

@@ -311,7 +311,7 @@ func (r *run) toolRun(ctx context.Context, t *task, id string, in json.RawMessag
 		r.body.Runs = append(r.body.Runs, eff)
 		return note + "planned (dry run): not executed", nil
 	}
-	out, _, err := r.execute(ctx, t, id, argv, "run")
+	out, _, err := r.execute(ctx, t, id, argv, "run", nil)
 	if err != nil {
 		return "", err
 	}
@@ -322,7 +322,7 @@ func (r *run) toolRun(ctx context.Context, t *task, id string, in json.RawMessag
 // task's grants and returns the feedback for the model and whether the
 // command exited 0. The session journals the exec decision, every egress
 // decision and the command's outcome.
-func (r *run) execute(ctx context.Context, t *task, id string, argv []string, kind string) (string, bool, error) {
+func (r *run) execute(ctx context.Context, t *task, id string, argv []string, kind string, rr *reportRun) (string, bool, error) {
 	gs := t.m.Grants
 	if tier.Required(gs) == tier.S3 && r.cfg.Tenant == "" {
 		return "", false, refusef("the manifest's grant set is multi-tenant (S3): the operator must name the tenant (cordon run --tenant)")
@@ -351,10 +351,12 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 		return "", false, refusef("this command's record could reach %d bytes, more than the journal takes; use fewer or shorter arguments", size)
 	}
 	r.egressTask = t.id
-	out, err := r.sess.Exec(ctx, session.Command{
+	cmd := session.Command{
 		Argv: argv, Inputs: inputs, Outputs: t.m.Outputs, OutputsOptional: true, Wall: min(limits.Wall, left),
 		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind,
-	})
+	}
+	rr.apply(&cmd)
+	out, err := r.sess.Exec(ctx, cmd)
 	if err != nil {
 		var ee *sandbox.ExitError
 		switch {
@@ -366,6 +368,7 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 		return "", false, fmt.Errorf("runner: %w", err)
 	}
 	res := out.Result
+	rr.ran(res)
 	outs := map[string]string{}
 	for _, f := range res.Outputs {
 		outs[f.Path] = f.ID.String()
@@ -549,8 +552,12 @@ func (r *run) finish(ctx context.Context, t *task) (done bool, status, feedback 
 func (r *run) verify(ctx context.Context, t *task, final bool) (out string, pass bool, cerr, err error) {
 	v := t.m.Verify
 	argv, cerr := checkArgv(t.m, v)
+	var rr *reportRun
 	if cerr == nil {
-		out, pass, cerr = r.execute(ctx, t, "verify", argv, "verify")
+		rr, cerr = r.startReport(t)
+	}
+	if cerr == nil {
+		out, pass, cerr = r.execute(ctx, t, "verify", argv, "verify", rr)
 	}
 	var rf *refusal
 	if cerr != nil && !errors.As(cerr, &rf) {
@@ -559,6 +566,11 @@ func (r *run) verify(ctx context.Context, t *task, final bool) (out string, pass
 	if cerr != nil {
 		out = "the verify command could not run: " + rf.reason
 	}
+	pass, note, err := r.judge(t, rr, cerr, pass)
+	if err != nil {
+		return "", false, nil, err
+	}
+	out += note
 	if _, err := r.record(entry.Verify{Task: t.id, Argv: v, Pass: pass, Loop: t.used.loops, Final: final}); err != nil {
 		return "", false, nil, err
 	}

@@ -225,6 +225,18 @@ func verifyRun(e *env, args []string) error {
 	if rep.Failed() {
 		return fmt.Errorf("verify run: %s: the run's record does not verify", ws)
 	}
+	// How each task's verify command was judged: a verification on exit
+	// status alone is a note, since code under test can exit 0 without
+	// running a test.
+	for _, t := range rep.Result.Body.Tasks {
+		switch v := t.Verification; {
+		case v == nil:
+		case v.Mode == runner.VerifyExitStatusOnly:
+			fmt.Fprintf(e.stdout, "note: task %q: verification %s\n", t.ID, v)
+		default:
+			fmt.Fprintf(e.stdout, "task %q: verification %s\n", t.ID, v)
+		}
+	}
 	switch {
 	case rep.Result.Signature == nil:
 		fmt.Fprintf(e.stdout, "%s: valid run record, unsigned: anyone able to rewrite the journal and result could have; keep the journal head elsewhere or sign runs\n", ws)

@@ -382,10 +382,31 @@ type Verify struct {
 
 func (Verify) Name() string { return "verify" }
 
+// VerifyReport is the test report of a verify run with a report
+// requirement: where it was read, its ContentId and counts, and whether
+// the verify step passed on it.
+type VerifyReport struct {
+	Task      string `json:"task"`
+	Format    string `json:"format"`
+	From      string `json:"from"`
+	MinPassed int64  `json:"min_passed"`
+	Read      bool   `json:"read"`
+	Bytes     int    `json:"bytes"`
+	Report    string `json:"report"`
+	ExitOK    bool   `json:"exit_ok"`
+	Passed    *int64 `json:"passed,omitempty"`
+	Failed    *int64 `json:"failed,omitempty"`
+	Skipped   *int64 `json:"skipped,omitempty"`
+	Pass      bool   `json:"pass"`
+	Error     string `json:"error,omitempty"`
+}
+
+func (VerifyReport) Name() string { return "verify.report" }
+
 // All is one zero value of every body type, for the SPEC table's test.
 func All() []Body {
 	return []Body{Decision{}, Command{}, Egress{}, Meter{}, RunUnfinished{}, Memory{},
 		RunStart{}, RunEnd{}, TaskStart{}, TaskEnd{}, TaskCancelled{}, TaskInterrupted{}, TaskStopped{},
 		TaskFinish{}, ModelRequest{}, ModelResponse{}, ModelError{}, Budget{}, ToolCall{}, ToolRefused{},
-		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}}
+		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}}
 }
