@@ -39,10 +39,15 @@ func runKeygen(e *env, args []string) error {
 // runPubkey prints the public key of a private key file as PEM, and its
 // key id on standard error.
 func runPubkey(e *env, args []string) error {
-	if err := nArgs("pubkey", args, "KEY.pem"); err != nil {
+	fs := flag.NewFlagSet("pubkey", flag.ContinueOnError)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	k, err := sign.LoadPrivate(args[0])
+	if err := nArgs("pubkey", pos, "KEY.pem"); err != nil {
+		return err
+	}
+	k, err := sign.LoadPrivate(pos[0])
 	if err != nil {
 		return err
 	}

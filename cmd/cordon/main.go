@@ -36,8 +36,8 @@ func verbs() []verb {
 	return []verb{
 		{"demo", "", "canonicalize and address sample evidence, then run the conformance pack", runDemo},
 		{"canon", "jcs|cbor|id [flags] [FILE|-]", "canonical forms and ContentIds of JSON documents", runCanon},
-		{"grant", "check|covers|id FILES…", "decide a query, check attenuation, address a grant set", runGrant},
-		{"tier", "[--offers S0,…] GRANTS.json", "the isolation tier a grant set requires", runTier},
+		{"grant", "check|covers|id|default FILES…", "decide a query, check attenuation, address a grant set", runGrant},
+		{"tier", "[--offers S0,…] [--json] GRANTS.json", "the isolation tier a grant set requires", runTier},
 		{"exec", "[flags] -- PROGRAM [ARG…]", "run a command in the sandbox, with a receipt", runExec},
 		{"run", "[flags] MANIFEST.json", "run an agent: a model through granted tools, recorded", runRun},
 		{"mail", "[--reply TEXT|-] WORKSPACE", "read an agent's messages, or reply to it", runMail},
@@ -46,8 +46,9 @@ func verbs() []verb {
 		{"verify", "receipt|attestation|journal FILE…|run WS", "verify evidence offline", runVerify},
 		{"journal", "repair FILE", "remove a torn last line left by a crash", runJournal},
 		{"conformance", "[--vectors DIR] [--class C1,…]", "run the conformance vectors", runConformance},
-		{"version", "", "print the version", runVersion},
-		{"help", "", "print this help", nil},
+		{"completion", "bash|zsh|fish", "print a shell completion script", runCompletion},
+		{"version", "[--json]", "print the version (also 'cordon --version')", runVersion},
+		{"help", "[COMMAND [SUBCOMMAND]]", "print this help, or a command's", nil},
 	}
 }
 
@@ -58,18 +59,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return report(stderr, usageErrorf("missing command"))
 	}
 	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+	switch {
+	case name == "help":
+		return runHelp(e, args[1:])
+	case isHelpArg(name):
 		usage(stdout)
 		return 0
+	case name == "--version" || name == "-version":
+		return report(stderr, runVersion(e, args[1:]))
 	}
 	for _, v := range verbs() {
 		if v.name == name && v.run != nil {
+			if len(args) > 1 && isHelpArg(args[1]) && subverbs(name) != nil {
+				printVerbHelp(stdout, name, nil)
+				return 0
+			}
 			err := v.run(e, args[1:])
 			var hr *helpRequest
 			if errors.As(err, &hr) {
-				fmt.Fprintf(stdout, "usage: cordon %s %s\n\n%s\n\nflags:\n", v.name, v.args, v.summary)
-				hr.fs.SetOutput(stdout)
-				hr.fs.PrintDefaults()
+				printVerbHelp(stdout, hr.fs.Name(), hr.fs)
 				return 0
 			}
 			return report(stderr, err)
@@ -85,6 +93,8 @@ func usage(w io.Writer) {
 	for _, v := range verbs() {
 		fmt.Fprintf(w, "  %-12s %-36s %s\n", v.name, v.args, v.summary)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "run 'cordon help COMMAND' or 'cordon COMMAND --help' for a command's flags")
 }
 
 // usageError is a mistake in the command line: exit status 2.
