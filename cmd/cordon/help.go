@@ -120,6 +120,9 @@ func printVerbHelp(w io.Writer, name string, fs *flag.FlagSet) {
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		arg, usage := flag.UnquoteUsage(f)
+		if _, ok := f.Value.(durationFlag); ok && arg == "value" {
+			arg = "duration"
+		}
 		switch arg {
 		case "":
 		case "string", "value":

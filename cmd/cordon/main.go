@@ -186,7 +186,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, &helpRequest{fs: fs}
 			}
-			return nil, &usageError{msg: err.Error(), hint: fmt.Sprintf("run 'cordon %s --help' for its flags", fs.Name())}
+			return nil, flagError(fs, err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -195,6 +195,27 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// flagError is a flag package error as a usage error: flags written
+// --name, and a "did you mean" moved to the hint line.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	for _, p := range []string{"for flag -", "not defined: -", "flag needs an argument: -"} {
+		msg = strings.Replace(msg, p, p+"-", 1)
+	}
+	hint := fmt.Sprintf("run 'cordon %s --help' for its flags", fs.Name())
+	if m, suggestion, ok := strings.Cut(msg, "; did you mean "); ok {
+		msg = m
+		hint = "did you mean " + suggestion
+		// invalid value "5" for flag --timeout: …: name the flag too.
+		if _, rest, ok := strings.Cut(m, "for flag "); ok {
+			if name, _, ok := strings.Cut(rest, ":"); ok {
+				hint = "did you mean " + name + " " + suggestion
+			}
+		}
+	}
+	return &usageError{msg: msg, hint: hint}
 }
 
 // maxInput bounds what cordon reads from a file or standard input before
