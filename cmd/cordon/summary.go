@@ -6,7 +6,7 @@ import (
 )
 
 // runSummaryJSON prints 'cordon run --json': the summary as one JSON
-// object (docs/SPEC.md, "The CLI's JSON output").
+// object (README.md, "JSON output").
 func runSummaryJSON(e *env, ws, res string, out *runner.Outcome, key *sign.PrivateKey) error {
 	s := struct {
 		Status         string `json:"status"`
