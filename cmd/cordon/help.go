@@ -154,15 +154,11 @@ func isZeroDefault(f *flag.Flag) bool {
 // runHelp is 'cordon help [VERB [SUB]]': the verb's help, as --help
 // prints it.
 func runHelp(e *env, args []string) int {
-	if len(args) == 0 {
+	if len(args) == 0 || args[0] == "help" || isHelpArg(args[0]) {
 		usage(e.stdout)
 		return 0
 	}
-	if _, ok := findVerb(args[0]); !ok || args[0] == "help" {
-		if args[0] == "help" {
-			usage(e.stdout)
-			return 0
-		}
+	if _, ok := findVerb(args[0]); !ok {
 		return report(e.stderr, &usageError{msg: fmt.Sprintf("help: unknown command %q", args[0]), hint: "run 'cordon help' for the list of commands"})
 	}
 	return run(append(append([]string{}, args...), "--help"), e.stdin, e.stdout, e.stderr)

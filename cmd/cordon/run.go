@@ -26,7 +26,7 @@ const auditKeyEnv = "CORDON_AUDIT_PRIVATE_KEY"
 // maxManifestBytes caps a manifest file.
 const maxManifestBytes = 16 << 20
 
-const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--tenant T] [--no-git] MANIFEST.json"
+const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--tenant T] [--no-git] [--json] MANIFEST.json"
 
 func runRun(e *env, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
