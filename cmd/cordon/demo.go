@@ -25,7 +25,7 @@ import (
 func runDemo(e *env, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	out := fs.String("out", "", "write the demo run's evidence (key, journal, receipt, attestation) to `DIR` and keep it")
-	keyFile := fs.String("key", "", "sign with the steward key in `FILE` (default: $CORDON_KEY, else a new key)")
+	keyFile := fs.String("key", "", "sign with the steward key in `FILE` (default: $CORDON_KEY or $CORDON_KEY_FILE, else a new key)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 
 	"github.com/cordon-dev/cordon/grant"
@@ -10,7 +11,7 @@ import (
 
 func runGrant(e *env, args []string) error {
 	if len(args) == 0 {
-		return &usageError{msg: "grant: missing subcommand", hint: "use 'cordon grant check', 'cordon grant covers' or 'cordon grant id'"}
+		return &usageError{msg: "grant: missing subcommand", hint: "use 'cordon grant check', 'cordon grant covers', 'cordon grant id' or 'cordon grant default'"}
 	}
 	switch sub, args := args[0], args[1:]; sub {
 	case "check":
@@ -19,8 +20,10 @@ func runGrant(e *env, args []string) error {
 		return grantCovers(e, args)
 	case "id":
 		return grantID(e, args)
+	case "default":
+		return grantDefault(e, args)
 	default:
-		return &usageError{msg: fmt.Sprintf("grant: unknown subcommand %q", sub), hint: "use check, covers or id"}
+		return &usageError{msg: fmt.Sprintf("grant: unknown subcommand %q", sub), hint: "use check, covers, id or default"}
 	}
 }
 
@@ -44,8 +47,15 @@ func nArgs(verb string, args []string, names ...string) error {
 }
 
 // grantCheck decides one query and prints the decision record; exit status
-// 0 means allowed, 1 denied.
+// 0 means allowed, 1 denied. With --json standard output holds only the
+// record, and a denial's reason is left to it.
 func grantCheck(e *env, args []string) error {
+	fs := flag.NewFlagSet("grant check", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print only the decision record (JSON) and leave the reason of a denial to it; exit status 1 when denied")
+	args, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
 	if err := nArgs("grant check", args, "GRANTS.json", "QUERY.json"); err != nil {
 		return err
 	}
@@ -73,6 +83,9 @@ func grantCheck(e *env, args []string) error {
 	d := grant.New(s).Decide(q)
 	fmt.Fprintf(e.stdout, "%s\n", d.Record())
 	if !d.Allow {
+		if *asJSON {
+			return errCheckFailed
+		}
 		return fmt.Errorf("denied by %s: %s", d.Rule, d.Reason)
 	}
 	return nil
@@ -80,6 +93,10 @@ func grantCheck(e *env, args []string) error {
 
 // grantCovers checks that CHILD only narrows PARENT.
 func grantCovers(e *env, args []string) error {
+	args, err := parseFlags(flag.NewFlagSet("grant covers", flag.ContinueOnError), args)
+	if err != nil {
+		return err
+	}
 	if err := nArgs("grant covers", args, "PARENT.json", "CHILD.json"); err != nil {
 		return err
 	}
@@ -103,6 +120,10 @@ func grantCovers(e *env, args []string) error {
 }
 
 func grantID(e *env, args []string) error {
+	args, err := parseFlags(flag.NewFlagSet("grant id", flag.ContinueOnError), args)
+	if err != nil {
+		return err
+	}
 	if err := nArgs("grant id", args, "GRANTS.json"); err != nil {
 		return err
 	}
@@ -111,5 +132,19 @@ func grantID(e *env, args []string) error {
 		return err
 	}
 	_, err = fmt.Fprintln(e.stdout, s.ID())
+	return err
+}
+
+// grantDefault prints the grant set 'cordon exec' uses without --grants,
+// byte for byte as embedded; 'cordon grant id' of the output is its id.
+func grantDefault(e *env, args []string) error {
+	args, err := parseFlags(flag.NewFlagSet("grant default", flag.ContinueOnError), args)
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		return usageErrorf("grant default: unexpected argument %q", args[0])
+	}
+	_, err = e.stdout.Write(defaultExecGrants)
 	return err
 }

@@ -39,10 +39,15 @@ func runKeygen(e *env, args []string) error {
 // runPubkey prints the public key of a private key file as PEM, and its
 // key id on standard error.
 func runPubkey(e *env, args []string) error {
-	if err := nArgs("pubkey", args, "KEY.pem"); err != nil {
+	fs := flag.NewFlagSet("pubkey", flag.ContinueOnError)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	k, err := sign.LoadPrivate(args[0])
+	if err := nArgs("pubkey", pos, "KEY.pem"); err != nil {
+		return err
+	}
+	k, err := sign.LoadPrivate(pos[0])
 	if err != nil {
 		return err
 	}
@@ -66,16 +71,34 @@ func loadPublic(e *env, path string) (sign.PublicKey, error) {
 	return pub, nil
 }
 
+// The environment variables a steward key may come from.
+const (
+	keyEnv     = "CORDON_KEY"      // the key itself: PKCS#8 PEM text, as 'cordon keygen' writes it
+	keyFileEnv = "CORDON_KEY_FILE" // the path of a file holding that PEM text
+)
+
 // stewardKey loads the steward's private key from --key FILE, else from
-// the PEM text in $CORDON_KEY (unset or empty: none); nil when neither is
-// given. Keys never come
-// from a manifest or a workspace.
+// the PEM text in $CORDON_KEY, else from the file named by
+// $CORDON_KEY_FILE (a variable unset or empty is not set); nil when none
+// is given. Both variables set is an error: which one signs is never a
+// guess. Keys never come from a manifest or a workspace.
 func stewardKey(file string) (*sign.PrivateKey, error) {
 	if file != "" {
 		return sign.LoadPrivate(file)
 	}
-	if v := os.Getenv("CORDON_KEY"); v != "" {
-		return sign.LoadPrivateEnv("CORDON_KEY", v)
+	text, path := os.Getenv(keyEnv), os.Getenv(keyFileEnv)
+	switch {
+	case text != "" && path != "":
+		return nil, withHint(fmt.Errorf("both $%s and $%s are set", keyEnv, keyFileEnv),
+			fmt.Sprintf("unset one: $%s holds the key's PEM text, $%s the path of a key file; --key FILE overrides both", keyEnv, keyFileEnv))
+	case text != "":
+		return sign.LoadPrivateEnv(keyEnv, text)
+	case path != "":
+		k, err := sign.LoadPrivate(path)
+		if err != nil {
+			return nil, fmt.Errorf("$%s: %w", keyFileEnv, err)
+		}
+		return k, nil
 	}
 	return nil, nil
 }

@@ -36,8 +36,8 @@ func verbs() []verb {
 	return []verb{
 		{"demo", "", "canonicalize and address sample evidence, then run the conformance pack", runDemo},
 		{"canon", "jcs|cbor|id [flags] [FILE|-]", "canonical forms and ContentIds of JSON documents", runCanon},
-		{"grant", "check|covers|id FILES…", "decide a query, check attenuation, address a grant set", runGrant},
-		{"tier", "[--offers S0,…] GRANTS.json", "the isolation tier a grant set requires", runTier},
+		{"grant", "check|covers|id|default FILES…", "decide a query, check attenuation, address a grant set", runGrant},
+		{"tier", "[--offers S0,…] [--json] GRANTS.json", "the isolation tier a grant set requires", runTier},
 		{"exec", "[flags] -- PROGRAM [ARG…]", "run a command in the sandbox, with a receipt", runExec},
 		{"run", "[flags] MANIFEST.json", "run an agent: a model through granted tools, recorded", runRun},
 		{"mail", "[--reply TEXT|-] WORKSPACE", "read an agent's messages, or reply to it", runMail},
@@ -46,8 +46,9 @@ func verbs() []verb {
 		{"verify", "receipt|attestation|journal FILE…|run WS", "verify evidence offline", runVerify},
 		{"journal", "repair FILE", "remove a torn last line left by a crash", runJournal},
 		{"conformance", "[--vectors DIR] [--class C1,…]", "run the conformance vectors", runConformance},
-		{"version", "", "print the version", runVersion},
-		{"help", "", "print this help", nil},
+		{"completion", "bash|zsh|fish", "print a shell completion script", runCompletion},
+		{"version", "[--json]", "print the version (also 'cordon --version')", runVersion},
+		{"help", "[COMMAND [SUBCOMMAND]]", "print this help, or a command's", nil},
 	}
 }
 
@@ -58,18 +59,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return report(stderr, usageErrorf("missing command"))
 	}
 	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+	switch {
+	case name == "help":
+		return runHelp(e, args[1:])
+	case isHelpArg(name):
 		usage(stdout)
 		return 0
+	case name == "--version" || name == "-version":
+		return report(stderr, runVersion(e, args[1:]))
 	}
 	for _, v := range verbs() {
 		if v.name == name && v.run != nil {
+			if len(args) > 1 && isHelpArg(args[1]) && subverbs(name) != nil {
+				printVerbHelp(stdout, name, nil)
+				return 0
+			}
 			err := v.run(e, args[1:])
 			var hr *helpRequest
 			if errors.As(err, &hr) {
-				fmt.Fprintf(stdout, "usage: cordon %s %s\n\n%s\n\nflags:\n", v.name, v.args, v.summary)
-				hr.fs.SetOutput(stdout)
-				hr.fs.PrintDefaults()
+				printVerbHelp(stdout, hr.fs.Name(), hr.fs)
 				return 0
 			}
 			return report(stderr, err)
@@ -85,6 +93,8 @@ func usage(w io.Writer) {
 	for _, v := range verbs() {
 		fmt.Fprintf(w, "  %-12s %-36s %s\n", v.name, v.args, v.summary)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "run 'cordon help COMMAND' or 'cordon COMMAND --help' for a command's flags")
 }
 
 // usageError is a mistake in the command line: exit status 2.
@@ -176,7 +186,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, &helpRequest{fs: fs}
 			}
-			return nil, &usageError{msg: err.Error(), hint: fmt.Sprintf("run 'cordon %s --help' for its flags", fs.Name())}
+			return nil, flagError(fs, err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -185,6 +195,27 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// flagError is a flag package error as a usage error: flags written
+// --name, and a "did you mean" moved to the hint line.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	for _, p := range []string{"for flag -", "not defined: -", "flag needs an argument: -"} {
+		msg = strings.Replace(msg, p, p+"-", 1)
+	}
+	hint := fmt.Sprintf("run 'cordon %s --help' for its flags", fs.Name())
+	if m, suggestion, ok := strings.Cut(msg, "; did you mean "); ok {
+		msg = m
+		hint = "did you mean " + suggestion
+		// invalid value "5" for flag --timeout: …: name the flag too.
+		if _, rest, ok := strings.Cut(m, "for flag "); ok {
+			if name, _, ok := strings.Cut(rest, ":"); ok {
+				hint = "did you mean " + name + " " + suggestion
+			}
+		}
+	}
+	return &usageError{msg: msg, hint: hint}
 }
 
 // maxInput bounds what cordon reads from a file or standard input before

@@ -26,17 +26,18 @@ const auditKeyEnv = "CORDON_AUDIT_PRIVATE_KEY"
 // maxManifestBytes caps a manifest file.
 const maxManifestBytes = 16 << 20
 
-const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--tenant T] [--no-git] MANIFEST.json"
+const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--tenant T] [--no-git] [--json] MANIFEST.json"
 
 func runRun(e *env, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	workspace := fs.String("workspace", "", "the workspace the agent works in (default: the manifest's directory)")
 	apply := fs.Bool("apply", false, "apply writes and commands (default: a dry run that records them as planned)")
-	keyFile := fs.String("key", "", "sign the result and seal a receipt and attestation with this steward key (default: $"+auditKeyEnv+", a PEM value, or $CORDON_KEY)")
+	keyFile := fs.String("key", "", "sign the result and seal a receipt and attestation with this steward key (default: $"+auditKeyEnv+", a PEM value, else $CORDON_KEY or $CORDON_KEY_FILE)")
 	keyEnv := fs.String("key-env", "", "the environment variable holding the provider's API key (default: ANTHROPIC_API_KEY for anthropic, OPENAI_API_KEY for openai when set)")
 	stateDir := fs.String("state", "", "the sandbox's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
 	noGit := fs.Bool("no-git", false, "keep memory in plain files even when git is installed")
 	tenant := fs.String("tenant", "", "the tenant commands run as when the manifest's grant set is multi-tenant (S3)")
+	asJSON := fs.Bool("json", false, "print the summary as one JSON object for machines")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -95,6 +96,22 @@ func runRun(e *env, args []string) error {
 		return fmt.Errorf("run: %w", err)
 	}
 	res := filepath.Join(ws, runner.StateDir, runner.ResultFile)
+	if *asJSON {
+		if err := runSummaryJSON(e, ws, res, out, key); err != nil {
+			return err
+		}
+	} else {
+		printRunSummary(e, ws, res, out, key)
+	}
+	switch out.Status {
+	case runner.StatusFinished, runner.StatusVerified:
+		return nil
+	}
+	return &exitStatus{code: 1}
+}
+
+// printRunSummary prints the lines a run ends with.
+func printRunSummary(e *env, ws, res string, out *runner.Outcome, key *sign.PrivateKey) {
 	fmt.Fprintf(e.stdout, "%s: %d turns, %d model calls, %d writes, %d commands, %d refused\n",
 		out.Status, out.Body.Turns, out.Body.ModelCalls, len(out.Body.Writes), len(out.Body.Runs), out.Body.Refused)
 	signed := "unsigned"
@@ -103,11 +120,6 @@ func runRun(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "result %s (%s), journal %d entries\n", res, signed, out.Head.Count)
 	fmt.Fprintf(e.stdout, "verify: cordon verify run %s\n", ws)
-	switch out.Status {
-	case runner.StatusFinished, runner.StatusVerified:
-		return nil
-	}
-	return &exitStatus{code: 1}
 }
 
 // newProvider builds the manifest's model client. A replay script is
@@ -191,6 +203,7 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 func verifyRun(e *env, args []string) error {
 	fs := flag.NewFlagSet("verify run", flag.ContinueOnError)
 	pubkey := fs.String("pubkey", "", "the steward's public key (PEM), from a trusted channel: a signed result must verify under it, and an unsigned one fails")
+	asJSON := fs.Bool("json", false, "print one JSON object for machines: the checks, and whether the record is valid, signed and trusted")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -215,6 +228,9 @@ func verifyRun(e *env, args []string) error {
 		return err
 	}
 	rep := runner.Verify(ws, pub)
+	if *asJSON {
+		return verifyRunJSON(e, ws, rep)
+	}
 	for _, c := range rep.Checks {
 		mark := "ok  "
 		if !c.OK {

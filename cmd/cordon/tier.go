@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/tier"
 )
@@ -15,6 +16,7 @@ import (
 func runTier(e *env, args []string) error {
 	fs := flag.NewFlagSet("tier", flag.ContinueOnError)
 	offers := fs.String("offers", "", "judge against a host that offers these tiers (e.g. S0,S1,S2) instead of this one")
+	asJSON := fs.Bool("json", false, "print one JSON object for machines: required, requirements, offers, selected")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -38,6 +40,9 @@ func runTier(e *env, args []string) error {
 		}
 	}
 	req := tier.Required(s)
+	if *asJSON {
+		return tierJSON(e, s, host)
+	}
 	fmt.Fprintf(e.stdout, "required: %s\n", req)
 	for _, r := range tier.Requirements(s) {
 		fmt.Fprintf(e.stdout, "  %s  %s\n", r.Tier, r.Why)
@@ -54,4 +59,40 @@ func runTier(e *env, args []string) error {
 	}
 	_, err = fmt.Fprintf(e.stdout, "selected: %s\n", req)
 	return err
+}
+
+// tierJSON prints 'cordon tier --json'; exit status 1 when the host does
+// not offer the required tier.
+func tierJSON(e *env, s *grant.Set, host tier.Host) error {
+	type requirement struct {
+		Tier string `json:"tier"`
+		Why  string `json:"why"`
+	}
+	out := struct {
+		Required     string        `json:"required"`
+		Requirements []requirement `json:"requirements"`
+		Offers       []string      `json:"offers"`
+		Selected     *string       `json:"selected"`
+		Error        string        `json:"error,omitempty"`
+	}{Required: tier.Required(s).String(), Requirements: []requirement{}, Offers: []string{}}
+	for _, r := range tier.Requirements(s) {
+		out.Requirements = append(out.Requirements, requirement{r.Tier.String(), r.Why})
+	}
+	for _, t := range host.Offers {
+		out.Offers = append(out.Offers, t.String())
+	}
+	t, err := host.Select(s)
+	if err == nil {
+		name := t.String()
+		out.Selected = &name
+	} else {
+		out.Error = err.Error()
+	}
+	if werr := writeJSON(e, out); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return errCheckFailed
+	}
+	return nil
 }

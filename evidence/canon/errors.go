@@ -1,8 +1,10 @@
 package canon
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Every error returned by this package wraps exactly one of
@@ -56,6 +58,10 @@ type Error struct {
 	// Offset is the byte offset in the input where the problem starts, or
 	// -1 when no single offset applies.
 	Offset int64
+	// Line and Column locate Offset in a JSON input for people: both
+	// count from 1, Column in characters (an invalid UTF-8 byte counts as
+	// one). They are 0 when unknown, as for CBOR input.
+	Line, Column int
 	// Err is one of the package's sentinel errors.
 	Err error
 	// Detail says more, in words; it may quote the input.
@@ -67,6 +73,9 @@ func (e *Error) Error() string {
 	if e.Detail != "" {
 		msg += ": " + e.Detail
 	}
+	if e.Offset >= 0 && e.Line > 0 {
+		return fmt.Sprintf("line %d, column %d (offset %d): %s", e.Line, e.Column, e.Offset, msg)
+	}
 	if e.Offset >= 0 {
 		return fmt.Sprintf("offset %d: %s", e.Offset, msg)
 	}
@@ -77,4 +86,16 @@ func (e *Error) Unwrap() error { return e.Err }
 
 func errAt(off int, err error, format string, args ...any) *Error {
 	return &Error{Offset: int64(off), Err: err, Detail: fmt.Sprintf(format, args...)}
+}
+
+// locate sets the line and column of err's offset in data.
+func locate(err error, data []byte) {
+	var e *Error
+	if !errors.As(err, &e) || e.Offset < 0 || e.Offset > int64(len(data)) {
+		return
+	}
+	before := data[:e.Offset]
+	start := bytes.LastIndexByte(before, '\n') + 1
+	e.Line = bytes.Count(before, []byte{'\n'}) + 1
+	e.Column = utf8.RuneCount(before[start:]) + 1
 }

@@ -53,6 +53,14 @@ func Parse(data []byte) (Value, error) { return Options{}.Parse(data) }
 // §2.2. Whitespace may surround the value; anything else after it is an
 // error. On error the returned Value is null and the error is an *Error.
 func (o Options) Parse(data []byte) (Value, error) {
+	v, err := o.parse(data)
+	if err != nil {
+		locate(err, data)
+	}
+	return v, err
+}
+
+func (o Options) parse(data []byte) (Value, error) {
 	if len(data) > o.maxSize() {
 		return Value{}, &Error{Offset: int64(o.maxSize()), Err: ErrTooLarge,
 			Detail: fmt.Sprintf("%d bytes, limit %d", len(data), o.maxSize())}

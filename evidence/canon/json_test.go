@@ -3,6 +3,7 @@ package canon
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -207,5 +208,38 @@ func TestValueAccessors(t *testing.T) {
 	}
 	if got := strings.Join(kinds, ","); got != "integer,null" {
 		t.Errorf("Elems kinds = %s", got)
+	}
+}
+
+// TestErrorLineColumn: a JSON refusal names the line and column (in
+// characters) as well as the byte offset.
+func TestErrorLineColumn(t *testing.T) {
+	for _, tc := range []struct {
+		in        string
+		line, col int
+		off       int64
+	}{
+		{"[1.5]", 1, 2, 1},
+		{"{\n  \"a\": 1,\n}", 3, 1, 12},
+		{"[\"é\",\n \"é\", -0]", 2, 7, 14},
+		{"[\"\xff\"]", 1, 3, 2},
+		{"\n\n", 3, 1, 2},
+	} {
+		_, err := Parse([]byte(tc.in))
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%q: %v, want an *Error", tc.in, err)
+		}
+		if e.Line != tc.line || e.Column != tc.col || e.Offset != tc.off {
+			t.Errorf("%q: line %d column %d offset %d, want %d %d %d (%v)", tc.in, e.Line, e.Column, e.Offset, tc.line, tc.col, tc.off, err)
+		}
+		want := fmt.Sprintf("line %d, column %d (offset %d): ", tc.line, tc.col, tc.off)
+		if !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: %q, want the prefix %q", tc.in, err, want)
+		}
+	}
+	// Input that is not JSON text has no lines: the offset alone.
+	if _, err := ParseID("x"); err == nil || !strings.HasPrefix(err.Error(), "offset 0: ") {
+		t.Errorf("ParseID: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 )
@@ -90,7 +91,17 @@ func (o *Obj) get(name string, required bool, want canon.Kind) (canon.Value, boo
 	v, ok := o.v.Get(name)
 	if !ok {
 		if required {
-			o.r.Fail(o.Path(name), "required member is missing")
+			var unread []string
+			for n := range o.v.Members() {
+				if !o.used[n] {
+					unread = append(unread, n)
+				}
+			}
+			if near := Nearest(name, unread); near != "" {
+				o.r.Fail(o.Path(name), "required member is missing (is %q a misspelling of it?)", near)
+			} else {
+				o.r.Fail(o.Path(name), "required member is missing")
+			}
 		}
 		return canon.Value{}, false
 	}
@@ -177,8 +188,49 @@ func (o *Obj) End() {
 				known = append(known, k)
 			}
 			slices.Sort(known)
+			if near := Nearest(name, known); near != "" {
+				o.r.Fail(o.Path(name), "unknown member; did you mean %q?", near)
+				return
+			}
 			o.r.Fail(o.Path(name), "unknown member (known: %v)", known)
 			return
 		}
 	}
+}
+
+// Nearest returns the candidate nearest to name by edit distance when it
+// is near enough to be a likely slip: at most 2 edits, and at most one
+// per three characters of name (but always 1). It returns "" otherwise,
+// and for a tie the first candidate.
+func Nearest(name string, candidates []string) string {
+	limit := min(2, max(1, utf8.RuneCountInString(name)/3))
+	best, bestD := "", limit+1
+	for _, c := range candidates {
+		if d := distance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance between a and b, in runes.
+func distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }

@@ -23,7 +23,10 @@ func TestReader(t *testing.T) {
 	}{
 		{`{"name":"x","n":3,"on":true,"list":["a"],"sub":{"k":"v"}}`, ""},
 		{`{"Name":"x","n":3,"on":true,"list":["a"],"sub":{"k":"v"}}`, "name: required member is missing"},
-		{`{"name":"x","Name":"y","n":3,"on":true,"list":["a"],"sub":{"k":"v"}}`, "Name: unknown member"},
+		{`{"name":"x","Name":"y","n":3,"on":true,"list":["a"],"sub":{"k":"v"}}`, "Name: unknown member; did you mean \"name\"?"},
+		{`{"name":"x","n":3,"on":true,"lst":["a"],"sub":{"k":"v"}}`, "list: required member is missing (is \"lst\" a misspelling of it?)"},
+		{`{"name":"x","n":3,"on":true,"list":["a"],"sub":{"k":"v"},"optinal":""}`, "optinal: unknown member; did you mean \"optional\"?"},
+		{`{"name":"x","n":3,"on":true,"list":["a"],"sub":{"k":"v"},"zzz":""}`, "zzz: unknown member (known: [list n name on optional sub])"},
 		{`{"name":1,"n":3,"on":true,"list":["a"],"sub":{"k":"v"}}`, "name: want string, got integer"},
 		{`{"name":"x","n":"3","on":true,"list":["a"],"sub":{"k":"v"}}`, "n: want integer, got string"},
 		{`{"name":"x","n":3,"on":1,"list":["a"],"sub":{"k":"v"}}`, "on: want bool, got integer"},
@@ -52,6 +55,27 @@ func TestReader(t *testing.T) {
 			t.Errorf("%s: err = %v, want %q", tc.doc, err, tc.want)
 		case err != nil && !errors.Is(err, ErrInvalid):
 			t.Errorf("%s: %v does not wrap ErrInvalid", tc.doc, err)
+		}
+	}
+}
+
+func TestNearest(t *testing.T) {
+	known := []string{"code", "egress", "exec", "fs", "limits", "tenancy"}
+	for _, tc := range []struct{ name, want string }{
+		{"egres", "egress"},
+		{"egrses", "egress"},
+		{"Code", "code"},
+		{"tenacy", "tenancy"},
+		{"limts", "limits"},
+		{"fss", "fs"},
+		{"f", "fs"},
+		{"xy", ""},  // two edits from "fs" is too many for two characters
+		{"egg", ""}, // three edits from "exec"
+		{"budgets", ""},
+		{"", ""},
+	} {
+		if got := Nearest(tc.name, known); got != tc.want {
+			t.Errorf("Nearest(%q) = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
