@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -61,12 +62,13 @@ func runExec(e *env, args []string) error {
 	var ins, outs listFlag
 	fs.Var(&ins, "in", "a workspace-relative file or directory to stage into /work (repeatable)")
 	fs.Var(&outs, "out", "a workspace-relative path to copy back after the run (repeatable)")
-	timeout := fs.Duration("timeout", 0, "wall-clock limit, at most the grant set's wall_ms")
-	receiptFile := fs.String("receipt", "", "write a signed receipt here (needs --key or $CORDON_KEY)")
-	keyFile := fs.String("key", "", "the steward key that signs the receipt (default: $CORDON_KEY)")
+	timeout := durationVar(fs, "timeout", 0, "wall-clock limit, at most the grant set's wall_ms")
+	receiptFile := fs.String("receipt", "", "write a signed receipt here (needs --key, $CORDON_KEY or $CORDON_KEY_FILE)")
+	keyFile := fs.String("key", "", "the steward key that signs the receipt (default: $CORDON_KEY, the key's PEM text, or the file $CORDON_KEY_FILE names)")
 	tenant := fs.String("tenant", "", "the tenant of a multi-tenant (S3) run")
 	journalFile := fs.String("journal", "", "append the run's decisions (exec, every egress request) and its outcome to this journal (JSON lines, hash-chained)")
 	stats := fs.Bool("stats", false, "print the run's exit status, wall time, CPU time and peak memory to stderr")
+	asJSON := fs.Bool("json", false, "with --stats: print them as one JSON object on stderr (stdout is the program's)")
 	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
 	powercap := fs.String("powercap", energy.DefaultPowercap, "the powercap tree whose RAPL counters meter the CPU's energy for the receipt")
 	fs.SetOutput(discard{})
@@ -74,7 +76,10 @@ func runExec(e *env, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return &helpRequest{fs: fs}
 		}
-		return &usageError{msg: err.Error(), hint: "usage: cordon exec [flags] -- PROGRAM [ARG…]"}
+		return flagError(fs, err)
+	}
+	if *asJSON && !*stats {
+		return &usageError{msg: "exec: --json needs --stats", hint: "pass --stats --json for the run's figures as JSON on stderr"}
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
@@ -105,7 +110,7 @@ func runExec(e *env, args []string) error {
 			return refuse(fmt.Errorf("exec: %w", err))
 		}
 		if k == nil {
-			return &usageError{msg: "exec: --receipt needs a key", hint: "pass --key FILE or set $CORDON_KEY (make one with 'cordon keygen')"}
+			return &usageError{msg: "exec: --receipt needs a key", hint: "pass --key FILE, or set $CORDON_KEY to the key's PEM text or $CORDON_KEY_FILE to its path (make one with 'cordon keygen')"}
 		}
 		key = k
 		for _, f := range []string{*receiptFile, *receiptFile + ".unit.json"} {
@@ -210,7 +215,11 @@ func runExec(e *env, args []string) error {
 	case res.OutputsErr != nil:
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
 	}
-	if *stats {
+	if *stats && *asJSON {
+		if err := writeExecStats(e.stderr, res, gs, out.Egress); err != nil {
+			return refuse(err)
+		}
+	} else if *stats {
 		fmt.Fprintf(e.stderr, "cordon: run: tier %s, exit %d, wall %.1f ms, cpu %.1f ms, peak memory %d KiB, host uid %d\n",
 			res.Tier, res.ExitCode, float64(res.Wall().Microseconds())/1e3, float64(res.CPUNanos)/1e6, res.PeakMemoryBytes>>10, res.HostUID)
 		if len(gs.Egress) > 0 {
@@ -237,6 +246,45 @@ func runExec(e *env, args []string) error {
 	default:
 		return &exitStatus{code: 0}
 	}
+}
+
+// execStats is `cordon exec --stats --json`: one object on stderr.
+type execStats struct {
+	Tier            string       `json:"tier"`
+	Exit            int          `json:"exit"`
+	Signal          int          `json:"signal,omitempty"`
+	TimedOut        bool         `json:"timed_out"`
+	OOMKills        int64        `json:"oom_kills"`
+	WallUS          int64        `json:"wall_us"`
+	CPUNS           int64        `json:"cpu_ns"`
+	PeakMemoryBytes int64        `json:"peak_memory_bytes"`
+	HostUID         int          `json:"host_uid"`
+	Egress          *egressStats `json:"egress,omitempty"`
+}
+
+type egressStats struct {
+	Conns     int64 `json:"conns"`
+	Denied    int64 `json:"denied"`
+	Dropped   int64 `json:"dropped"`
+	BytesUp   int64 `json:"bytes_up"`
+	BytesDown int64 `json:"bytes_down"`
+}
+
+func writeExecStats(w io.Writer, res *sandbox.Result, gs *grant.Set, eg egress.Stats) error {
+	st := execStats{Tier: res.Tier.String(), Exit: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, OOMKills: res.OOMKills,
+		WallUS: res.Wall().Microseconds(), CPUNS: res.CPUNanos, PeakMemoryBytes: res.PeakMemoryBytes, HostUID: res.HostUID}
+	if len(gs.Egress) > 0 {
+		st.Egress = &egressStats{Conns: eg.Conns, Denied: eg.Denied, Dropped: eg.Dropped, BytesUp: eg.BytesUp, BytesDown: eg.BytesDown}
+	}
+	b, err := json.Marshal(st)
+	if err == nil {
+		b, err = canon.JCS(b) // members sorted, as every --json output
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }
 
 func signalName(sig os.Signal) string {
