@@ -18,6 +18,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/tier"
@@ -248,9 +249,9 @@ func toolResults(s *script) []provider.Block {
 	return out
 }
 
-func mustVerify(t *testing.T, ws string) *Report {
+func mustVerify(t *testing.T, ws string) *runrecord.Report {
 	t.Helper()
-	rep := Verify(ws, nil)
+	rep := runrecord.Verify(ws, nil)
 	if rep.Failed() {
 		for _, c := range rep.Checks {
 			t.Logf("%s: ok=%v %s", c.Name, c.OK, c.Detail)

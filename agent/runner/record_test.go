@@ -24,6 +24,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 )
 
@@ -98,12 +99,12 @@ func writeLines(t *testing.T, ws string, lines [][]byte) {
 // editResult rewrites result.json in JCS form after edit.
 func editResult(t *testing.T, ws string, edit func(*Result)) {
 	t.Helper()
-	res, err := ParseResult(readState(t, ws, ResultFile))
+	res, err := runrecord.ParseResult(readState(t, ws, ResultFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	edit(res)
-	writeState(t, ws, ResultFile, jcs(res))
+	writeState(t, ws, ResultFile, runrecord.JCS(res))
 }
 
 // editResultMembers rewrites result.json's top-level members, then
@@ -199,7 +200,7 @@ func appendForeign(t *testing.T, ws string) {
 // checkReport asserts the report has exactly the checks names, in order;
 // the ones in fail failed with a Detail containing the given text, and
 // every other one passed.
-func checkReport(t *testing.T, rep *Report, names []string, fail map[string]string) {
+func checkReport(t *testing.T, rep *runrecord.Report, names []string, fail map[string]string) {
 	t.Helper()
 	var got []string
 	for _, c := range rep.Checks {
@@ -304,7 +305,7 @@ func TestVerifyCatchesTampering(t *testing.T) {
 			tamper: func(t *testing.T, ws string, _ *sign.PrivateKey) {
 				editResult(t, ws, func(r *Result) {
 					r.Body.Status = StatusVerified
-					r.Commitments.Body = r.Body.id().String()
+					r.Commitments.Body = r.Body.ID().String()
 				})
 			},
 			signed:   map[string]string{"journal": "run.end names body", "signature": "signs other commitments"},
@@ -401,7 +402,7 @@ func TestVerifyCatchesTampering(t *testing.T) {
 				if tc.pub != nil {
 					pub = *tc.pub
 				}
-				rep := Verify(ws, &pub)
+				rep := runrecord.Verify(ws, &pub)
 				names := trustedChecks
 				if tc.signedNames != nil {
 					names = tc.signedNames
@@ -418,7 +419,7 @@ func TestVerifyCatchesTampering(t *testing.T) {
 					k := newKey(t)
 					ws := recordRun(t, k)
 					tc.tamper(t, ws, k)
-					rep := Verify(ws, nil)
+					rep := runrecord.Verify(ws, nil)
 					names := storedKeyCheck
 					if tc.signedNames != nil {
 						names = tc.signedNames
@@ -437,7 +438,7 @@ func TestVerifyCatchesTampering(t *testing.T) {
 					if tc.unsignedNames != nil {
 						names = tc.unsignedNames
 					}
-					checkReport(t, Verify(ws, nil), names, tc.unsigned)
+					checkReport(t, runrecord.Verify(ws, nil), names, tc.unsigned)
 				})
 			}
 		})
@@ -445,7 +446,7 @@ func TestVerifyCatchesTampering(t *testing.T) {
 	t.Run("unsigned result with a trusted key", func(t *testing.T) {
 		ws := recordRun(t, nil)
 		pub := newKey(t).Public()
-		checkReport(t, Verify(ws, &pub), append(slices.Clone(unsignedChecks), "signature"), map[string]string{"signature": "not signed, and a trusted key was given"})
+		checkReport(t, runrecord.Verify(ws, &pub), append(slices.Clone(unsignedChecks), "signature"), map[string]string{"signature": "not signed, and a trusted key was given"})
 	})
 	t.Run("unsigned run leaves no signed evidence", func(t *testing.T) {
 		// A signed run, then an unsigned one in the same workspace: the
@@ -460,7 +461,7 @@ func TestVerifyCatchesTampering(t *testing.T) {
 				t.Errorf("%s is still there after an unsigned run: %v", f, err)
 			}
 		}
-		checkReport(t, Verify(ws, nil), unsignedChecks, nil)
+		checkReport(t, runrecord.Verify(ws, nil), unsignedChecks, nil)
 	})
 }
 
@@ -470,7 +471,7 @@ func TestVerifyCleanSignedRun(t *testing.T) {
 	k := newKey(t)
 	ws := recordRun(t, k)
 	pub := k.Public()
-	rep := Verify(ws, &pub)
+	rep := runrecord.Verify(ws, &pub)
 	checkReport(t, rep, trustedChecks, nil)
 	if !rep.Trusted || rep.Result == nil || rep.Result.Signature == nil {
 		t.Fatalf("trusted %v, result %+v", rep.Trusted, rep.Result)
@@ -480,7 +481,7 @@ func TestVerifyCleanSignedRun(t *testing.T) {
 			t.Errorf("the signature check does not name the key: %q", c.Detail)
 		}
 	}
-	rep = Verify(ws, nil)
+	rep = runrecord.Verify(ws, nil)
 	checkReport(t, rep, storedKeyCheck, nil)
 	if rep.Trusted {
 		t.Fatal("checked against steward.pub, the report says Trusted")
@@ -582,7 +583,7 @@ func TestTamperedJournalRefusesNextRun(t *testing.T) {
 			t.Fatalf("journal has %d entries after %d; entry %d is not the second run.start", len(es), n, n)
 		}
 		pub := k.Public()
-		rep := Verify(ws, &pub)
+		rep := runrecord.Verify(ws, &pub)
 		checkReport(t, rep, trustedChecks, nil)
 		if rep.Result.Commitments.Journal.Count != int64(len(es)) {
 			t.Fatalf("the result commits to %d entries, the journal has %d", rep.Result.Commitments.Journal.Count, len(es))
@@ -608,7 +609,7 @@ func TestPreviousSignatureUnderRunKey(t *testing.T) {
 		k := newKey(t)
 		ws := recordRun(t, k)
 		// A signature by the right key, over another run's commitments.
-		other, err := ParseResult(readState(t, recordRun(t, k), ResultFile))
+		other, err := runrecord.ParseResult(readState(t, recordRun(t, k), ResultFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -625,7 +626,7 @@ func TestPreviousSignatureUnderRunKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		pub := k.Public()
-		checkReport(t, Verify(ws, &pub), trustedChecks, nil)
+		checkReport(t, runrecord.Verify(ws, &pub), trustedChecks, nil)
 	})
 }
 
@@ -756,7 +757,7 @@ func TestNoSandboxHost(t *testing.T) {
 		t.Fatalf("agent mailbox %+v, %v", msgs, err)
 	}
 	pub := k.Public()
-	rep := Verify(ws, &pub)
+	rep := runrecord.Verify(ws, &pub)
 	checkReport(t, rep, trustedChecks, nil)
 	if b := rep.Result.Body; len(b.Runs) != 0 || b.Refused != 1 || len(b.Writes) != 1 || !b.Writes[0].Applied {
 		t.Fatalf("body %+v", b)
@@ -837,7 +838,7 @@ func TestAPIKeyNotRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := k.Public()
-	checkReport(t, Verify(ws, &pub), trustedChecks, nil)
+	checkReport(t, runrecord.Verify(ws, &pub), trustedChecks, nil)
 
 	// The model wrote the key as content: it is in out.txt, and only there.
 	if b, _ := os.ReadFile(filepath.Join(ws, "out.txt")); string(b) != content {
@@ -909,7 +910,7 @@ func TestFIFOInStateDirDoesNotHang(t *testing.T) {
 			}
 			done := make(chan string, 2)
 			go func() {
-				rep := Verify(ws, nil)
+				rep := runrecord.Verify(ws, nil)
 				done <- fmt.Sprintf("verify failed=%v", rep.Failed())
 			}()
 			go func() {
@@ -946,8 +947,8 @@ func TestStrippedSignatureDetected(t *testing.T) {
 	var res Result
 	json.Unmarshal(b, &res)
 	res.Signature = nil
-	os.WriteFile(p, jcs(res), 0o644)
-	rep := Verify(ws, nil)
+	os.WriteFile(p, runrecord.JCS(res), 0o644)
+	rep := runrecord.Verify(ws, nil)
 	if !rep.Failed() || !strings.Contains(fmt.Sprint(rep.Checks), "was the signature removed") {
 		t.Fatalf("checks %+v", rep.Checks)
 	}

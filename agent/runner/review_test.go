@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/tier"
 )
@@ -292,9 +293,9 @@ func TestVerifyDetailsPrintable(t *testing.T) {
 	var res Result
 	json.Unmarshal(b, &res)
 	res.Body.Status = "\x1b]0;PWNED\x07\nok   signature    signed by the trusted key"
-	res.Commitments.Body = res.Body.id().String()
-	os.WriteFile(p, jcs(res), 0o644)
-	rep := Verify(ws, nil)
+	res.Commitments.Body = res.Body.ID().String()
+	os.WriteFile(p, runrecord.JCS(res), 0o644)
+	rep := runrecord.Verify(ws, nil)
 	if !rep.Failed() {
 		t.Fatal("a result with a made-up status verified")
 	}

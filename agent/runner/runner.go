@@ -55,11 +55,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/memory"
@@ -68,34 +66,47 @@ import (
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
+	"github.com/cordon-dev/cordon/internal/nofollow"
+	"github.com/cordon-dev/cordon/internal/printable"
 	"github.com/cordon-dev/cordon/session"
 )
 
-// StateDir is the workspace's reserved state directory.
-const StateDir = ".cordon"
-
-// Files of the state directory.
+// The record's names, from package evidence/runrecord.
 const (
-	JournalFile     = "journal.jsonl"
-	ResultFile      = "result.json"
-	ManifestFile    = "manifest.json"
-	ReceiptFile     = "receipt.jcr"
-	AttestationFile = "attestation.json"
-	PubkeyFile      = "steward.pub"
+	StateDir        = runrecord.StateDir
+	JournalFile     = runrecord.JournalFile
+	ResultFile      = runrecord.ResultFile
+	ManifestFile    = runrecord.ManifestFile
+	ReceiptFile     = runrecord.ReceiptFile
+	AttestationFile = runrecord.AttestationFile
+	PubkeyFile      = runrecord.PubkeyFile
 	lockFile        = "lock"
 )
 
-// Statuses of a run or task.
+// The run record's types (package evidence/runrecord).
+type (
+	Body         = runrecord.Body
+	WriteEffect  = runrecord.WriteEffect
+	RunEffect    = runrecord.RunEffect
+	TaskResult   = runrecord.TaskResult
+	Verification = runrecord.Verification
+	Result       = runrecord.Result
+	Commitments  = runrecord.Commitments
+	JournalHead  = runrecord.JournalHead
+)
+
+// Statuses of a run or task (evidence/runrecord).
 const (
-	StatusFinished        = "finished"         // the model called finish (no verify, or a dry run)
-	StatusVerified        = "verified"         // finished, and the verify command passed
-	StatusVerifyFailed    = "verify_failed"    // the verify command still failed after max_loops
-	StatusBudgetExhausted = "budget_exhausted" // a budget ran out first
-	StatusModelError      = "model_error"      // the provider failed or answered unusably
-	StatusModelStopped    = "model_stopped"    // the model stopped without finishing
-	StatusCancelled       = "cancelled"        // the run was interrupted, or a sub-task's parent did not finish
+	StatusFinished        = runrecord.StatusFinished
+	StatusVerified        = runrecord.StatusVerified
+	StatusVerifyFailed    = runrecord.StatusVerifyFailed
+	StatusBudgetExhausted = runrecord.StatusBudgetExhausted
+	StatusModelError      = runrecord.StatusModelError
+	StatusModelStopped    = runrecord.StatusModelStopped
+	StatusCancelled       = runrecord.StatusCancelled
 )
 
 // Sandbox is what the runner needs from package sandbox; tests replace
@@ -257,7 +268,7 @@ func stateDir(ws string) (string, error) {
 		return "", fmt.Errorf("runner: %w", err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("runner: %s is %s, not a directory; remove it (cordon keeps its state there)", dir, describe(fi.Mode()))
+		return "", fmt.Errorf("runner: %s is %s, not a directory; remove it (cordon keeps its state there)", dir, nofollow.Describe(fi.Mode()))
 	}
 	return dir, nil
 }
@@ -270,7 +281,7 @@ func stateDir(ws string) (string, error) {
 // there is none), so a run can record that entries after it belong to a
 // run that never finished.
 func checkPrevious(state string, key *sign.PrivateKey) (int64, error) {
-	b, err := readNoFollow(filepath.Join(state, ResultFile), maxResultBytes)
+	b, err := nofollow.Read(filepath.Join(state, ResultFile), runrecord.MaxResultBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		// Every finished run leaves a result. A signed run does not vouch
 		// for a journal whose result is gone (deleted, or a run that
@@ -284,7 +295,7 @@ func checkPrevious(state string, key *sign.PrivateKey) (int64, error) {
 	if err != nil {
 		return -1, fmt.Errorf("runner: previous result: %w", err)
 	}
-	res, err := ParseResult(b)
+	res, err := runrecord.ParseResult(b)
 	if err != nil {
 		return -1, fmt.Errorf("runner: previous result %s: %w; restore it or move the .cordon directory away", ResultFile, err)
 	}
@@ -293,12 +304,12 @@ func checkPrevious(state string, key *sign.PrivateKey) (int64, error) {
 			return -1, fmt.Errorf("runner: previous result %s: %w", ResultFile, err)
 		}
 	}
-	f, err := openRegular(filepath.Join(state, JournalFile))
+	f, err := nofollow.Open(filepath.Join(state, JournalFile))
 	if err != nil {
 		return -1, fmt.Errorf("runner: previous result commits to a journal that cannot be read: %w", err)
 	}
 	defer f.Close()
-	_, err = journal.VerifyAgainst(f, res.Commitments.head())
+	_, err = journal.VerifyAgainst(f, res.Commitments.Head())
 	var je *journal.Error
 	if errors.As(err, &je) && errors.Is(err, journal.ErrTorn) && je.Index >= res.Commitments.Journal.Count {
 		// A line after what the result committed to: a later run
@@ -320,61 +331,9 @@ func regularOrAbsent(name string) error {
 	case err != nil:
 		return fmt.Errorf("runner: %w", err)
 	case !fi.Mode().IsRegular():
-		return fmt.Errorf("runner: %s is %s, not a regular file; remove it", name, describe(fi.Mode()))
+		return fmt.Errorf("runner: %s is %s, not a regular file; remove it", name, nofollow.Describe(fi.Mode()))
 	}
 	return nil
-}
-
-// describe names a file's type in words.
-func describe(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
-}
-
-// openRegular opens a regular file for reading without following a link
-// at its name or blocking on a FIFO planted there.
-func openRegular(name string) (*os.File, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|flock.NoFollow|flock.NonBlock, 0)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
-	return f, nil
-}
-
-func readNoFollow(name string, limit int64) ([]byte, error) {
-	f, err := openRegular(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
-	}
-	return b, nil
 }
 
 // record appends one typed journal entry through the session's
@@ -411,7 +370,7 @@ func (r *run) filter(v canon.Value) (canon.Value, error) {
 func (r *run) logf(format string, args ...any) {
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	fmt.Fprintln(r.log, printable(r.redact(fmt.Sprintf(format, args...))))
+	fmt.Fprintln(r.log, printable.String(r.redact(fmt.Sprintf(format, args...))))
 }
 
 // redact removes the provider's API key, and fragments of it, from s,
@@ -423,24 +382,11 @@ func (r *run) redact(s string) string {
 	return s
 }
 
-func printable(s string) string {
-	var b strings.Builder
-	for _, c := range strings.ToValidUTF8(s, "\uFFFD") {
-		if unicode.IsControl(c) || unicode.Is(unicode.Cf, c) {
-			q := strconv.QuoteRuneToASCII(c)
-			b.WriteString(q[1 : len(q)-1])
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
 func (r *run) run(ctx context.Context) (*Outcome, error) {
 	m := r.cfg.Manifest
 	r.start = time.Now()
 	r.body = Body{
-		Type: BodyType, Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
+		Type: runrecord.BodyType, Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
 		Start: r.start.UTC().Format(time.RFC3339Nano), Writes: []WriteEffect{}, Runs: []RunEffect{}, Tasks: []TaskResult{},
 		Memory: r.mem.Kind(),
 	}
@@ -482,7 +428,7 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 	if _, err := r.sess.StopMeters(); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	end, err := r.record(entry.RunEnd{Status: status, Body: r.body.id().String()})
+	end, err := r.record(entry.RunEnd{Status: status, Body: r.body.ID().String()})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/tier"
 )
 
@@ -109,12 +110,12 @@ func TestVerifyReportDefeatsExitZero(t *testing.T) {
 		check  func(t *testing.T, v *Verification)
 	}{
 		{"exit status only: the attack passes", []string{"python3", "-m", "unittest"}, nil, calcAttack, StatusVerified, func(t *testing.T, v *Verification) {
-			if v.Mode != VerifyExitStatusOnly || !v.Pass || v.Counts != nil || !strings.Contains(v.String(), "exit status only") {
+			if v.Mode != runrecord.VerifyExitStatusOnly || !v.Pass || v.Counts != nil || !strings.Contains(v.String(), "exit status only") {
 				t.Errorf("verification %+v: %s", v, v)
 			}
 		}},
 		{"tap report: the attack fails", []string{"python3", "tap_harness.py"}, tap, calcAttack, StatusVerifyFailed, func(t *testing.T, v *Verification) {
-			if v.Mode != VerifyReport || v.Pass || v.Counts != nil || !strings.Contains(v.Error, "no plan") {
+			if v.Mode != runrecord.VerifyReport || v.Pass || v.Counts != nil || !strings.Contains(v.Error, "no plan") {
 				t.Errorf("verification %+v", v)
 			}
 		}},

@@ -12,6 +12,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/memory"
 	"github.com/cordon-dev/cordon/agent/runner"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/examples"
 	"github.com/cordon-dev/cordon/sandbox"
@@ -67,7 +68,7 @@ func demoAgent(w io.Writer, dir string, keep bool, key *sign.PrivateKey) error {
 		return fmt.Errorf("agent demo: the run ended %s, not verified", out.Status)
 	}
 	pub := key.Public()
-	rep := runner.Verify(ws, &pub)
+	rep := runrecord.Verify(ws, &pub)
 	for _, c := range rep.Checks {
 		mark := "ok  "
 		if !c.OK {

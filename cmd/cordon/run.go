@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/agent/runner"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
 )
@@ -227,7 +228,7 @@ func verifyRun(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	rep := runner.Verify(ws, pub)
+	rep := runrecord.Verify(ws, pub)
 	if *asJSON {
 		return verifyRunJSON(e, ws, rep)
 	}
@@ -247,7 +248,7 @@ func verifyRun(e *env, args []string) error {
 	for _, t := range rep.Result.Body.Tasks {
 		switch v := t.Verification; {
 		case v == nil:
-		case v.Mode == runner.VerifyExitStatusOnly:
+		case v.Mode == runrecord.VerifyExitStatusOnly:
 			fmt.Fprintf(e.stdout, "note: task %q: verification %s\n", t.ID, v)
 		default:
 			fmt.Fprintf(e.stdout, "task %q: verification %s\n", t.ID, v)

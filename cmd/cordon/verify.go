@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/cordon-dev/cordon/agent/runner"
 	"github.com/cordon-dev/cordon/evidence/attest"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/receipt"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 )
 
 // runVerify checks evidence offline: exit 0 valid, 1 invalid with the
@@ -234,7 +234,7 @@ func runJournal(e *env, args []string) error {
 
 // verifyRunJSON prints 'cordon verify run --json': exit 1 when a check
 // failed.
-func verifyRunJSON(e *env, ws string, rep *runner.Report) error {
+func verifyRunJSON(e *env, ws string, rep *runrecord.Report) error {
 	type check struct {
 		Name   string `json:"name"`
 		OK     bool   `json:"ok"`
