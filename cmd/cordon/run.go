@@ -39,6 +39,7 @@ func runRun(e *env, args []string) error {
 	noGit := fs.Bool("no-git", false, "keep memory in plain files even when git is installed")
 	tenant := fs.String("tenant", "", "the tenant commands run as when the manifest's grant set is multi-tenant (S3)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object for machines")
+	recordFile := fs.String("record", "", "write every model response to this new file in the replay format (docs/SPEC.md §6.7), to replay the session later")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -71,6 +72,14 @@ func runRun(e *env, args []string) error {
 	if m.Provider != "replay" {
 		// The key goes wherever the manifest says: say where.
 		fmt.Fprintf(e.stderr, "cordon: model %s: %v\n", m.Model, p)
+	}
+	if *recordFile != "" {
+		f, err := os.OpenFile(*recordFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return withHint(fmt.Errorf("run: --record: %w", err), "a recording is never written over; name a new file")
+		}
+		defer f.Close()
+		p = provider.Record(p, f)
 	}
 	key, err := auditKey(*keyFile)
 	if err != nil {
