@@ -15,6 +15,7 @@ const DefaultPowercap = "/sys/class/powercap"
 // RAPL reads the package and DRAM domains of the powercap tree. Core and
 // uncore domains are parts of their package and are not added again.
 type RAPL struct {
+	root    string
 	domains []raplDomain
 }
 
@@ -35,7 +36,7 @@ func NewRAPL(root string) (*RAPL, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &RAPL{}
+	r := &RAPL{root: root}
 	for _, z := range zones {
 		nameB, err := os.ReadFile(filepath.Join(z, "name"))
 		if err != nil {
@@ -83,6 +84,9 @@ func readUint(path string) (uint64, error) {
 
 // Class implements Meter.
 func (r *RAPL) Class() string { return "cpu" }
+
+// Root is the powercap tree read.
+func (r *RAPL) Root() string { return r.root }
 
 // Domains names the domains read, in order.
 func (r *RAPL) Domains() []string {

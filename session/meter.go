@@ -218,7 +218,9 @@ func (m *metering) measure(classes []string, cpuNS, wallNS uint64) (*Energy, err
 func meterSource(m energy.Meter) string {
 	switch m := m.(type) {
 	case *energy.RAPL:
-		return "rapl:" + strings.Join(m.Domains(), ",")
+		// The tree is named: a receipt's meter is only as good as the
+		// tree the operator pointed cordon at.
+		return "rapl:" + m.Root() + ":" + strings.Join(m.Domains(), ",")
 	case *energy.NVML:
 		return fmt.Sprintf("nvml:%d devices", m.Devices())
 	default:

@@ -164,7 +164,7 @@ func TestExecSealMeasured(t *testing.T) {
 		t.Fatalf("command entry %v", cmd)
 	}
 	m := body(t, es[2])
-	if m["provenance"] != receipt.HwShunt || m["source"] != "rapl:package-0" || m["total_uj"] != 7_000_000.0 {
+	if m["provenance"] != receipt.HwShunt || m["source"] != "rapl:"+root+":package-0" || m["total_uj"] != 7_000_000.0 {
 		t.Fatalf("meter entry %v", m)
 	}
 	if len(sealed.Core.Devices) != 1 {
