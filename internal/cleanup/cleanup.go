@@ -39,9 +39,8 @@ func (c *Cleanup) Add(f func()) {
 }
 
 // Clean runs the steps, the last added first, and empties c: a second
-// Clean, or a Clean after Release, does nothing. A step that panics
-// stops the steps after it, as a panicking deferred call would not; steps
-// should not panic.
+// Clean, or a Clean after Release, does nothing. Steps must not panic:
+// a panic stops the steps after it.
 func (c *Cleanup) Clean() {
 	steps := c.steps
 	c.steps = nil
