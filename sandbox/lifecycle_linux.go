@@ -25,8 +25,9 @@ import (
 // is: Create builds it up to the point where init waits for the word to
 // start; Start stages the inputs and starts the program; Wait collects
 // the result; Destroy undoes everything Create and Start did. Its
-// methods must not be called concurrently; to end a sandbox early,
-// cancel the context given to Create, or call Destroy.
+// methods must not be called concurrently. To end a sandbox early,
+// cancel the context given to Create (Wait then returns its error), or,
+// when no Wait is in progress, call Destroy.
 type Sandbox struct {
 	// ctx bounds the sandbox's whole life, as exec.CommandContext's
 	// context bounds a command's (an exception to "no contexts in
@@ -399,9 +400,9 @@ func (sb *Sandbox) next() (initMessage, error) {
 
 // Start stages the declared inputs into the sandbox's /work, as the
 // program's uid, and tells init to start the program. It returns an
-// error wrapping ErrLifecycle unless the sandbox is freshly created; on
-// any error the program has not started, and the sandbox can only be
-// destroyed.
+// error wrapping ErrLifecycle unless the sandbox is freshly created, and
+// the context's error if Create's context has ended. On any error the
+// program has not started, and the sandbox can only be destroyed.
 func (sb *Sandbox) Start() error {
 	switch sb.state {
 	case stateCreated:
@@ -411,6 +412,9 @@ func (sb *Sandbox) Start() error {
 		return fmt.Errorf("%w: Start called twice", ErrLifecycle)
 	}
 	sb.state = stateDone // until the program starts
+	if err := sb.ctx.Err(); err != nil {
+		return err // never start a program nobody waits for
+	}
 	s := sb.spec
 	ws, err := openWorkspace(s.Workspace)
 	if err != nil {

@@ -382,3 +382,25 @@ func TestDestroyRunning(t *testing.T) {
 		t.Errorf("Wait after Destroy = %v, want ErrLifecycle", err)
 	}
 }
+
+// TestStartAfterCancel: a sandbox whose context ended before Start never
+// starts its program.
+func TestStartAfterCancel(t *testing.T) {
+	s, stdout := lifecycleSpec(t, "sh", "-c", "echo ran")
+	ctx, cancel := context.WithCancel(context.Background())
+	sb, err := Create(ctx, s)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer sb.Destroy()
+	cancel()
+	if err := sb.Start(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Start after cancel = %v, want context.Canceled", err)
+	}
+	if err := sb.Destroy(); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("the program ran: %q", stdout)
+	}
+}

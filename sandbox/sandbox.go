@@ -8,12 +8,16 @@
 // kills the whole run; and exec control by content hash at the kernel
 // boundary.
 //
-// The contract is fail-closed. Start probes every facility the tier needs
-// before anything runs and refuses, naming each missing one; nothing is
-// ever run with weaker isolation than the tier promises.
+// The contract is fail-closed. Create probes every facility the tier
+// needs before anything runs and refuses, naming each missing one;
+// nothing is ever run with weaker isolation than the tier promises.
 //
-// Linux only: on every other system Run returns an error wrapping
-// errors.ErrUnsupported.
+// Run is one whole run. A Sandbox gives its lifecycle step by step, as
+// runc does: Create (namespaces, root, cgroup; init ready, the program
+// not started), Start, Wait, and Destroy, which undoes whatever was done.
+//
+// Linux only: on every other system Run and Create return an error
+// wrapping errors.ErrUnsupported.
 //
 // A binary that uses this package re-executes itself as the sandbox's
 // init process; the package's init function recognises that invocation
