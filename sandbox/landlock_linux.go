@@ -3,8 +3,6 @@ package sandbox
 import (
 	"fmt"
 
-	"unsafe"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -17,10 +15,9 @@ const minLandlockABI = 1
 
 // landlockABI returns the running kernel's Landlock ABI, or an error.
 func landlockABI() (int, error) {
-	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	v := int(r)
-	if errno != 0 {
-		return 0, fmt.Errorf("landlock: %v (is \"landlock\" in the kernel's lsm= list?)", errno)
+	v, err := landlockVersion()
+	if err != nil {
+		return 0, fmt.Errorf("landlock: %v (is \"landlock\" in the kernel's lsm= list?)", err)
 	}
 	if v < minLandlockABI {
 		return v, fmt.Errorf("landlock: ABI %d is below the minimum %d", v, minLandlockABI)
@@ -63,19 +60,14 @@ func restrictLandlock(cfg *initConfig) *initErr {
 	v := cfg.LandlockABI
 	handled := fsRights(v)
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled}
-	size := unsafe.Sizeof(attr.Handled_access_fs) // the struct as ABI 1-3 know it
 	if v >= 4 {
 		attr.Handled_access_net = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
-		size += unsafe.Sizeof(attr.Handled_access_net)
 	}
 	if v >= 6 {
 		attr.Scoped = unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL
-		size += unsafe.Sizeof(attr.Scoped)
 	}
-	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
-	fd := int(r)
-	if errno != 0 {
-		err := error(errno)
+	fd, err := landlockCreateRuleset(&attr, v)
+	if err != nil {
 		return setupErr("Landlock ABI %d: creating the ruleset: %v", v, err)
 	}
 	defer unix.Close(fd)
@@ -112,10 +104,9 @@ func restrictLandlock(cfg *initConfig) *initErr {
 			return setupErr("Landlock rule for %s: %v", r.path, err)
 		}
 		rule := unix.LandlockPathBeneathAttr{Allowed_access: r.access, Parent_fd: int32(pfd)}
-		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
+		err = landlockAddPathRule(fd, &rule)
 		unix.Close(pfd)
-		if errno != 0 {
-			err := error(errno)
+		if err != nil {
 			return setupErr("Landlock rule for %s: %v", r.path, err)
 		}
 	}
@@ -123,13 +114,11 @@ func restrictLandlock(cfg *initConfig) *initErr {
 		// The one TCP connection the program may make: to the egress
 		// forwarder (the network namespace has only loopback).
 		rule := landlockNetPortAttr{allowedAccess: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: ProxyPort}
-		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(fd), landlockRuleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0)
-		if errno != 0 {
-			return setupErr("Landlock rule for TCP port %d: %v", ProxyPort, errno)
+		if err := landlockAddNetPortRule(fd, &rule); err != nil {
+			return setupErr("Landlock rule for TCP port %d: %v", ProxyPort, err)
 		}
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); errno != 0 {
-		err := error(errno)
+	if err := landlockRestrictSelf(fd); err != nil {
 		return setupErr("Landlock restrict_self: %v", err)
 	}
 	return nil

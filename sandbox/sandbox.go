@@ -8,12 +8,16 @@
 // kills the whole run; and exec control by content hash at the kernel
 // boundary.
 //
-// The contract is fail-closed. Start probes every facility the tier needs
-// before anything runs and refuses, naming each missing one; nothing is
-// ever run with weaker isolation than the tier promises.
+// The contract is fail-closed. Create probes every facility the tier
+// needs before anything runs and refuses, naming each missing one;
+// nothing is ever run with weaker isolation than the tier promises.
 //
-// Linux only: on every other system Run returns an error wrapping
-// errors.ErrUnsupported.
+// Run is one whole run. A Sandbox gives its lifecycle step by step, as
+// runc does: Create (namespaces, root, cgroup; init ready, the program
+// not started), Start, Wait, and Destroy, which undoes whatever was done.
+//
+// Linux only: on every other system Run and Create return an error
+// wrapping errors.ErrUnsupported.
 //
 // A binary that uses this package re-executes itself as the sandbox's
 // init process; the package's init function recognises that invocation
@@ -59,7 +63,29 @@ var (
 	// ErrCannotExec is returned when the program exists but is not an
 	// executable regular file.
 	ErrCannotExec = errors.New("sandbox: program cannot be executed")
+	// ErrLifecycle wraps the error of a Sandbox method called out of
+	// order: Start twice or after Destroy, Wait before Start, twice or
+	// after Destroy.
+	ErrLifecycle = errors.New("sandbox: lifecycle call out of order")
 )
+
+// Run runs the spec's program in a new sandbox and returns what it did:
+// Create, Start, Wait, and Destroy whatever happens. An error means the
+// program did not run to completion inside the sandbox (Result is nil)
+// or its outputs could not be copied back (Result.OutputsErr). A refusal
+// is an *ExitError with Code 125, 126 or 127.
+func Run(ctx context.Context, s *Spec) (*Result, error) {
+	sb, err := Create(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	// A cgroup that cannot be removed does not change what the run did.
+	defer func() { _ = sb.Destroy() }()
+	if err := sb.Start(); err != nil {
+		return nil, err
+	}
+	return sb.Wait()
+}
 
 // Limits bound one run. Every member must be positive; Spec.Check
 // refuses zero or negative values rather than reading them as "none".
@@ -157,7 +183,7 @@ type Spec struct {
 	// Decided, if not nil, is called with the program's exec decision
 	// (an allowance) before the program starts; an error refuses the run,
 	// so a caller that must record the decision never runs unrecorded.
-	Decided func(grant.Decision) error
+	Decided DecisionFunc
 	// Limits bound the run.
 	Limits Limits
 	// Stdin, Stdout and Stderr are the program's standard streams; nil
@@ -173,6 +199,10 @@ type Spec struct {
 type Egress interface {
 	ServeConn(ctx context.Context, c net.Conn)
 }
+
+// DecisionFunc receives the program's exec decision before the program
+// starts (Spec.Decided); an error refuses the run.
+type DecisionFunc func(grant.Decision) error
 
 // Result is what a run did.
 type Result struct {

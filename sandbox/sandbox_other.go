@@ -12,10 +12,24 @@ import (
 
 var errNotLinux = fmt.Errorf("%w: the cordon sandbox needs Linux", errors.ErrUnsupported)
 
-// Run is not supported on this system.
-func Run(context.Context, *Spec) (*Result, error) {
-	return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: %w", ErrUnavailable, errNotLinux)}
+func unsupported() error {
+	return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: %w", ErrUnavailable, errNotLinux)}
 }
+
+// Sandbox is one run's sandbox; this system has none.
+type Sandbox struct{ _ [0]func() }
+
+// Create is not supported on this system.
+func Create(context.Context, *Spec) (*Sandbox, error) { return nil, unsupported() }
+
+// Start is not supported on this system.
+func (*Sandbox) Start() error { return unsupported() }
+
+// Wait is not supported on this system.
+func (*Sandbox) Wait() (*Result, error) { return nil, unsupported() }
+
+// Destroy has nothing to undo on this system.
+func (*Sandbox) Destroy() error { return nil }
 
 // Probe reports that no tier is available on this system.
 func Probe(t tier.Tier) error { return fmt.Errorf("%w for %s: %w", ErrUnavailable, t, errNotLinux) }

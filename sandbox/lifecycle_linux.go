@@ -1,0 +1,535 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/internal/cleanup"
+	"github.com/cordon-dev/cordon/sandbox/cgroup"
+	"github.com/cordon-dev/cordon/sandbox/stage"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+// Sandbox is one run's sandbox through its life, as runc's container
+// is: Create builds it up to the point where init waits for the word to
+// start; Start stages the inputs and starts the program; Wait collects
+// the result; Destroy undoes everything Create and Start did. Its
+// methods must not be called concurrently. To end a sandbox early,
+// cancel the context given to Create (Wait then returns its error), or,
+// when no Wait is in progress, call Destroy.
+type Sandbox struct {
+	// ctx bounds the sandbox's whole life, as exec.CommandContext's
+	// context bounds a command's (an exception to "no contexts in
+	// structs"): the egress bridge serves connections under it, and
+	// Create and Wait stop waiting for init when it ends.
+	ctx      context.Context
+	spec     *Spec
+	runID    string
+	hostBase int
+	cg       *cgroup.Group
+	cmd      *exec.Cmd // sandbox init
+	ctl      *os.File  // parent → init: 'g', then EOF (protocol.go)
+	msgs     <-chan initMessage
+	deadline *time.Timer // the wall-clock limit
+	work     *os.File    // the sandbox's /work, through init's root
+	ws       *os.File    // the host workspace, or nil
+	res      *Result
+
+	state  lifeState
+	waited bool // init has been waited for: the undo must not wait again
+	// cu undoes what Create and Start did, the last step first.
+	cu         cleanup.Cleanup
+	destroyErr error
+}
+
+// lifeState is where a Sandbox is in its life.
+type lifeState int
+
+const (
+	stateCreated   lifeState = iota // init is ready; the program has not started
+	stateStarted                    // init was told to start the program
+	stateDone                       // Wait returned, or Start failed
+	stateDestroyed                  // Destroy was called
+)
+
+// testHookCreate, when set by a test, is called at the named steps of
+// Create; an error it returns fails Create there, as a real failure
+// would.
+var testHookCreate func(sb *Sandbox, step string) error
+
+func (sb *Sandbox) hook(step string) error {
+	if testHookCreate == nil {
+		return nil
+	}
+	return testHookCreate(sb, step)
+}
+
+// Create checks the spec, probes the host, and builds the sandbox up to
+// the point where init has built the root and waits to start the
+// program: it allocates the tenant's ids, creates the run's cgroup,
+// starts init in its new namespaces, decides the program (calling
+// Spec.Decided), hands init its configuration and waits until init
+// reports ready. It never starts the program. On error nothing it did
+// remains (the tenant's id range, recorded once, stays allocated); the
+// errors are Run's.
+//
+// A Sandbox that Create returns must be destroyed with Destroy, whatever
+// else happens. ctx bounds the sandbox's whole life (see Sandbox). The
+// wall-clock limit, Spec.Limits.Wall, starts when Create hands init its
+// configuration, so that time before Start counts against it.
+func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := Probe(s.Tier); err != nil {
+		return nil, &ExitError{Code: ExitRefused, Err: err}
+	}
+	tenant := s.Tenant
+	if s.Tier == tier.S2 {
+		tenant = singleTenant
+	}
+	// Probe has required root: only root can map a range of host ids.
+	ts, err := allocateTenant(s.StateDir, tenant)
+	if err != nil {
+		return nil, refusedf("tenant %q: %v", tenant, err)
+	}
+	sb := &Sandbox{ctx: ctx, spec: s, runID: newRunID(), hostBase: ts.base}
+	sb.res = &Result{Tier: s.Tier, GrantsID: s.Grants.ID(), HostUID: sb.hostBase + insideUID}
+
+	var cu cleanup.Cleanup
+	defer cu.Clean() // undoes every step below unless Create succeeds
+
+	cg, err := cgroup.New("cordon/"+tenant+"/"+sb.runID, cgroup.Limits{
+		MemoryBytes: s.Limits.MemoryBytes, PIDs: s.Limits.PIDs, CPUMillis: s.Limits.CPUMillis,
+	})
+	if err != nil {
+		return nil, refusedf("cgroup: %v", err)
+	}
+	sb.cg = cg
+	cu.Add(func() {
+		_ = cg.Kill()
+		if err := cg.Close(); err != nil {
+			sb.destroyErr = fmt.Errorf("sandbox: removing the run's cgroup: %w", err)
+		}
+	})
+	if err := sb.hook("cgroup"); err != nil {
+		return nil, err
+	}
+	if err := sb.startInit(&cu); err != nil {
+		return nil, err
+	}
+	sb.cu = cleanup.Make(cu.Release())
+	sb.state = stateCreated
+	return sb, nil
+}
+
+// startInit starts init, configures it and waits for it to report ready,
+// adding the undo of each step to cu.
+func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
+	s, cg := sb.spec, sb.cg
+	pipe := func() (r, w *os.File, err error) {
+		if r, w, err = os.Pipe(); err == nil {
+			cu.Add(func() {
+				r.Close()
+				w.Close()
+			})
+		}
+		return r, w, err
+	}
+	cfgR, cfgW, err := pipe()
+	if err != nil {
+		return err
+	}
+	ctlR, ctlW, err := pipe()
+	if err != nil {
+		return err
+	}
+	stR, stW, err := pipe()
+	if err != nil {
+		return err
+	}
+	sb.ctl = ctlW
+
+	attr := &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS, // the cgroup namespace: see startProgram
+		Setsid:    true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+	// Map the tenant's whole range; init becomes inside-root (host uid
+	// hostBase) with no supplementary groups, the program uid 1000.
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sb.hostBase, Size: rangeSize}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sb.hostBase, Size: rangeSize}}
+	attr.GidMappingsEnableSetgroups = true
+	attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	// On cgroup v1, init's thread joins the run's cgroup itself through
+	// files opened here (fds 7…), just before it forks the program: a
+	// thread that moves itself does not wait for the kernel's global
+	// thread-group lock. Elsewhere the parent moves init (Add, below).
+	joins, err := cg.JoinFiles()
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return refusedf("cgroup: %v", err)
+	}
+	closeJoins := func() {
+		for _, f := range joins {
+			f.Close()
+		}
+	}
+	cu.Add(closeJoins)
+	// Execute cordon through a descriptor: the sandbox's host uid may not
+	// traverse the directory the binary lives in. The descriptor is the
+	// last of init's (fd 7+len(joins)); it must be one of the files the
+	// child is given, or the child's dup2 of those could land on it.
+	self, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return refusedf("opening cordon's own executable: %v", err)
+	}
+	cu.Add(func() { self.Close() })
+	egress := len(s.Grants.Egress) > 0
+	var bridgeParent, bridgeChild *os.File
+	if egress {
+		if bridgeParent, bridgeChild, err = bridgePair(); err != nil {
+			return refusedf("%v", err)
+		}
+		cu.Add(func() {
+			bridgeParent.Close()
+			bridgeChild.Close()
+		})
+	}
+	files := append([]*os.File{cfgR, ctlR, stW, bridgeChild}, joins...)
+	files = append(files, self)
+	cmd := &exec.Cmd{
+		Path: "/proc/self/fd/" + strconv.Itoa(2+len(files)),
+		Args: []string{InitArg0},
+		// Init gets no environment of cordon's; in a race-detector build
+		// it would otherwise sleep a second at exit.
+		Env:         []string{"GORACE=atexit_sleep_ms=0"},
+		Stdin:       s.Stdin,
+		Stdout:      s.Stdout,
+		Stderr:      s.Stderr,
+		ExtraFiles:  files,
+		SysProcAttr: attr,
+	}
+	sb.cmd = cmd
+
+	// Decide the program while the kernel creates init's namespaces.
+	var (
+		cfg     *initConfig
+		prepErr error
+	)
+	prepared := make(chan struct{})
+	go func() {
+		defer close(prepared)
+		cfg, prepErr = sb.prepare()
+	}()
+	cu.Add(func() { <-prepared }) // never return while prepare still writes res
+
+	// Pdeathsig fires when the thread that started init exits. Init is
+	// started from a goroutine that keeps its thread locked until the
+	// sandbox is undone: no other goroutine can end that thread (one
+	// that exits while locked, as asOwner's does, takes it along).
+	started := make(chan error, 1)
+	release := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		sb.res.Start = time.Now()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			<-release
+		}
+	}()
+	err = <-started
+	cfgR.Close()
+	ctlR.Close()
+	stW.Close()
+	if err != nil {
+		return refusedf("starting sandbox init: %v", err)
+	}
+	cu.Add(func() { close(release) })
+	if egress {
+		bridgeChild.Close()
+		wait := serveBridge(sb.ctx, bridgeParent, s.Egress)
+		// Added before the kill of init below, so it runs after it:
+		// init's exit closes the bridge, and with it the accept loop.
+		cu.Add(func() { waitBounded(wait, 5*time.Second) })
+	}
+	cu.Add(func() {
+		if !sb.waited {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+
+	msgs := make(chan initMessage, 4)
+	sb.msgs = msgs
+	go func() {
+		defer close(msgs)
+		sc := bufio.NewScanner(stR)
+		sc.Buffer(make([]byte, 64<<10), 64<<10)
+		for sc.Scan() {
+			var m initMessage
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				m = initMessage{Error: "sandbox init sent a malformed message", Code: ExitRefused}
+			}
+			msgs <- m
+		}
+	}()
+	if err := sb.hook("init started"); err != nil {
+		return err
+	}
+
+	// Init holds its own copies of the join files now. Without them
+	// (cgroup v2), move init here, in the background: a move can wait for
+	// an RCU grace period. Init runs nothing of the program's before 'g'.
+	closeJoins()
+	var addErr error
+	added := make(chan struct{})
+	if len(joins) > 0 {
+		close(added)
+	} else {
+		go func() {
+			defer close(added)
+			addErr = cg.Add(cmd.Process.Pid)
+		}()
+	}
+	cu.Add(func() { <-added })
+	<-prepared
+	if prepErr != nil {
+		return prepErr
+	}
+	cfg.CgroupFiles = len(joins)
+	if egress {
+		cfg.Egress = true
+		cfg.Env = append(cfg.Env, proxyEnv()...)
+	}
+	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
+		return refusedf("configuring sandbox init: %v", err)
+	}
+	cfgW.Close()
+
+	sb.deadline = time.NewTimer(s.Limits.Wall)
+	cu.Add(func() { sb.deadline.Stop() })
+	if _, err := sb.next(); err != nil { // ready
+		return err
+	}
+	<-added
+	if addErr != nil {
+		return refusedf("cgroup: %v", addErr)
+	}
+	if err := sb.hook("ready"); err != nil {
+		return err
+	}
+	work, err := os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/root/work")
+	if err != nil {
+		return refusedf("opening the sandbox's /work: %v", err)
+	}
+	sb.work = work
+	cu.Add(func() { work.Close() })
+	return sb.hook("work")
+}
+
+// prepare decides the program and builds init's configuration. Create
+// calls it once init is starting, so that the two overlap.
+func (sb *Sandbox) prepare() (*initConfig, error) {
+	s, res := sb.spec, sb.res
+	enf := grant.New(s.Grants)
+	plan, err := planExec(enf, s.Argv)
+	if err != nil {
+		return nil, err
+	}
+	if s.Decided != nil {
+		if err := s.Decided(plan.program.Decision); err != nil {
+			return nil, refusedf("recording the exec decision: %v", err)
+		}
+	}
+	env, err := buildEnv(enf, s.Env)
+	if err != nil {
+		return nil, err
+	}
+	abi, err := landlockABI()
+	if err != nil {
+		return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: %v", ErrUnavailable, err)}
+	}
+	cfg := &initConfig{
+		Argv: append([]string{filepath.Base(plan.program.Path)}, s.Argv[1:]...),
+		Path: plan.program.Path, Env: env,
+		UID: insideUID, GID: insideGID,
+		Runtime: runtimeBinds(), ExecFiles: plan.execFiles, NoExecDirs: existingDirs(programDirs),
+		TmpBytes: s.Limits.TmpBytes, WorkBytes: s.Limits.WorkBytes,
+		NoFile: s.Limits.NoFile, FileSize: s.Limits.FileSizeBytes, NProc: s.Limits.PIDs,
+		LandlockABI: abi, Hostname: hostname(sb.runID),
+	}
+	if !filepath.IsAbs(s.Argv[0]) {
+		cfg.Argv[0] = s.Argv[0]
+	}
+	res.Program, res.LandlockABI = plan.program, abi
+	return cfg, nil
+}
+
+// next returns init's next message, or an error when init failed, went
+// away, the wall-clock limit passed (errTimeout) or ctx ended.
+func (sb *Sandbox) next() (initMessage, error) {
+	select {
+	case m, ok := <-sb.msgs:
+		if !ok {
+			return m, refusedf("sandbox init exited without reporting")
+		}
+		if m.Error != "" {
+			return m, &ExitError{Code: m.Code, Err: fmt.Errorf("%w: %s", ErrRefused, m.Error)}
+		}
+		return m, nil
+	case <-sb.deadline.C:
+		return initMessage{}, errTimeout
+	case <-sb.ctx.Done():
+		return initMessage{}, sb.ctx.Err()
+	}
+}
+
+// Start stages the declared inputs into the sandbox's /work, as the
+// program's uid, and tells init to start the program. It returns an
+// error wrapping ErrLifecycle unless the sandbox is freshly created, and
+// the context's error if Create's context has ended. On any error the
+// program has not started, and the sandbox can only be destroyed.
+func (sb *Sandbox) Start() error {
+	switch sb.state {
+	case stateCreated:
+	case stateDestroyed:
+		return fmt.Errorf("%w: Start after Destroy", ErrLifecycle)
+	default:
+		return fmt.Errorf("%w: Start called twice", ErrLifecycle)
+	}
+	sb.state = stateDone // until the program starts
+	if err := sb.ctx.Err(); err != nil {
+		return err // never start a program nobody waits for
+	}
+	s := sb.spec
+	ws, err := openWorkspace(s.Workspace)
+	if err != nil {
+		return err
+	}
+	if ws != nil {
+		sb.ws = ws
+		sb.cu.Add(func() { ws.Close() })
+		var in []stage.File
+		stageIn := func() error {
+			var err error
+			in, err = stage.In(ws, sb.work, s.Inputs, stage.Owner{UID: -1, GID: -1}, s.Limits.Stage)
+			if err != nil {
+				return err
+			}
+			for _, o := range s.Outputs {
+				if err := mkdirParents(sb.work, o); err != nil {
+					return fmt.Errorf("making the parent directories of output %q: %w", o, err)
+				}
+			}
+			return nil
+		}
+		err = asOwner(sb.hostBase+insideUID, sb.hostBase+insideGID, stageIn)
+		if err != nil {
+			return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: staging inputs: %w", ErrRefused, err)}
+		}
+		sb.res.Inputs = in
+	}
+	if _, err := sb.ctl.Write([]byte{'g'}); err != nil {
+		return refusedf("starting the run: %v", err)
+	}
+	sb.state = stateStarted
+	return nil
+}
+
+// Wait waits for the program to finish, or for the wall-clock limit,
+// then reads the run's resources from its cgroup, copies the declared
+// outputs back and releases init. It returns what Run returns: the
+// result, or nil and an error when the program did not run to
+// completion. It returns an error wrapping ErrLifecycle unless Start
+// succeeded and Wait has not been called. The sandbox must still be
+// destroyed.
+func (sb *Sandbox) Wait() (*Result, error) {
+	switch sb.state {
+	case stateStarted:
+	case stateCreated:
+		return nil, fmt.Errorf("%w: Wait before Start", ErrLifecycle)
+	case stateDestroyed:
+		return nil, fmt.Errorf("%w: Wait after Destroy", ErrLifecycle)
+	default:
+		return nil, fmt.Errorf("%w: Wait called twice or after a failed Start", ErrLifecycle)
+	}
+	sb.state = stateDone
+	s, res := sb.spec, sb.res
+	m, err := sb.next()
+	res.End = time.Now()
+	if errors.Is(err, errTimeout) {
+		res.TimedOut = true
+		res.ExitCode = ExitTimeout
+		_ = sb.cg.Kill()
+		readStats(sb.cg, res)
+		return res, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case m.Exit != nil:
+		res.ExitCode = *m.Exit
+	case m.Signal != 0:
+		res.Signal = m.Signal
+		res.ExitCode = exitSignalShift + m.Signal
+	default:
+		return nil, refusedf("sandbox init reported neither an exit status nor a signal")
+	}
+	readStats(sb.cg, res)
+	if sb.ws != nil && len(s.Outputs) > 0 {
+		// Out returns files with an error only when every output is in
+		// place but an old copy could not be removed: record both.
+		out := stage.Out
+		if s.OutputsOptional {
+			out = stage.OutPresent
+		}
+		res.Outputs, res.OutputsErr = out(sb.work, sb.ws, s.Outputs, s.Limits.Stage)
+	}
+	sb.ctl.Close() // init exits on EOF
+	sb.waited = true
+	if err := sb.cmd.Wait(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return nil, refusedf("sandbox init: %v", err)
+		}
+	}
+	return res, nil
+}
+
+// Destroy undoes what Create and Start did, the last step first: it
+// closes the workspace and /work, kills and reaps init (and with it
+// anything left in its PID namespace), waits a bounded time for the
+// egress connections to be served, closes the pipes, and kills every
+// process in the run's cgroup and removes the cgroup. There is no run
+// directory on the host to remove: the sandbox's root is a tmpfs that
+// ends with init's mount namespace.
+//
+// Destroy may be called at any point after Create, and again: later
+// calls do nothing and return what the first returned. A nil *Sandbox
+// (from a failed Create) is fine too. The error, if any, is that the
+// run's cgroup could not be removed.
+func (sb *Sandbox) Destroy() error {
+	if sb == nil {
+		return nil
+	}
+	if sb.state != stateDestroyed {
+		sb.state = stateDestroyed
+		sb.cu.Clean()
+	}
+	return sb.destroyErr
+}
