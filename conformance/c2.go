@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
 	"github.com/cordon-dev/cordon/grant"
-	"github.com/cordon-dev/cordon/internal/jsonv"
 	"github.com/cordon-dev/cordon/tier"
 	"github.com/cordon-dev/cordon/tier/selection"
 )
