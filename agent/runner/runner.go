@@ -220,7 +220,7 @@ func start(ctx context.Context, cfg Config) (*run, error) {
 	if r.jw, err = journal.Open(filepath.Join(r.state, JournalFile)); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	if r.mem, err = memory.Open(cfg.Workspace, cfg.Memory); err != nil {
+	if r.mem, err = memory.Open(ctx, cfg.Workspace, cfg.Memory); err != nil {
 		return nil, fmt.Errorf("runner: the memory store is unsafe, so the run is aborted: %w", err)
 	}
 	r.rec = session.NewRecorder(r.jw, r.filter)
@@ -421,7 +421,7 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 	}
 	r.body.Status = status
 	r.body.End = time.Now().UTC().Format(time.RFC3339Nano)
-	if err := r.remember(); err != nil {
+	if err := r.remember(ctx); err != nil {
 		return nil, err
 	}
 	// The meter entries precede run.end, which the receipt binds to.
@@ -441,8 +441,10 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 }
 
 // remember records the run in the memory store: one commit per run with
-// git, files otherwise.
-func (r *run) remember() error {
+// git, files otherwise. A cancelled run is still remembered, as it is
+// still recorded: the store's own timeout bounds git, not ctx's
+// cancellation.
+func (r *run) remember(ctx context.Context) error {
 	b, err := json.Marshal(r.body)
 	if err != nil {
 		return err
@@ -452,7 +454,7 @@ func (r *run) remember() error {
 		return err
 	}
 	name := "runs/" + strings.NewReplacer(":", "", ".", "").Replace(r.start.UTC().Format("20060102T150405.000000000Z")) + ".json"
-	commit, err := r.mem.Write(map[string][]byte{name: v, "last.json": v},
+	commit, err := r.mem.Write(context.WithoutCancel(ctx), map[string][]byte{name: v, "last.json": v},
 		fmt.Sprintf("cordon run %s: %s", r.cfg.Manifest.ID(), r.body.Status))
 	if err != nil {
 		// The run has happened; a memory failure is recorded, not hidden.
