@@ -96,3 +96,30 @@ func TestNoBackgroundContext(t *testing.T) {
 		t.Errorf("%s: library code takes its caller's context", at)
 	}
 }
+
+// envReads are the calls that read the process's environment.
+var envReads = []call{
+	{"os", "Getenv"}, {"os", "LookupEnv"}, {"os", "Environ"}, {"os", "ExpandEnv"},
+	{"syscall", "Getenv"}, {"syscall", "Environ"},
+}
+
+// envAllowed lists, by file, the library code that may read the
+// environment, each with its reason. It is empty: a library takes what it
+// needs as a parameter (agent/provider takes a KeySource, and cmd/cordon
+// supplies one that reads the variable), and the sandbox and the memory
+// store build their children's environments from explicit lists, never
+// from the host's.
+var envAllowed = map[string]string{}
+
+// TestNoEnvironmentReads fails when library code reads the process's
+// environment: only cmd/ does, so that what a library does depends on
+// its arguments, not on the host it runs on.
+func TestNoEnvironmentReads(t *testing.T) {
+	for _, at := range libraryCalls(t, envReads) {
+		file := at[:strings.Index(at, ":")]
+		if _, ok := envAllowed[file]; ok {
+			continue
+		}
+		t.Errorf("%s: library code reads no environment; take the value as a parameter (or add the file to envAllowed with a reason)", at)
+	}
+}
