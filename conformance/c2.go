@@ -4,9 +4,10 @@ import (
 	"fmt"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
 	"github.com/cordon-dev/cordon/grant"
-	"github.com/cordon-dev/cordon/internal/jsonv"
 	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // members parses in as a JSON object and returns the named members, all
@@ -106,7 +107,7 @@ func c5() Class {
 				if err != nil {
 					return nil, canon.ID{}, err
 				}
-				return []byte(tier.Required(s).String()), s.ID(), nil
+				return []byte(selection.Required(s).String()), s.ID(), nil
 			},
 			// select: {"grants": GRANTS, "offers": ["S0", …]} → the tier the
 			// host runs, or tier-not-offered.
@@ -145,7 +146,7 @@ func opSelect(in []byte) ([]byte, canon.ID, error) {
 	if err != nil {
 		return nil, canon.ID{}, err
 	}
-	var h tier.Host
+	var h selection.Host
 	for _, name := range offers {
 		t, err := tier.Parse(name)
 		if err != nil {

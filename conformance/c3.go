@@ -7,11 +7,11 @@ import (
 
 	"github.com/cordon-dev/cordon/evidence/attest"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
-	"github.com/cordon-dev/cordon/internal/jsonv"
 )
 
 // Errors of the harness's own checks, for replay and grant mutation.

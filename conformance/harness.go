@@ -15,7 +15,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
-	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // An Op runs one vector's operation on its input. It returns the output
@@ -59,7 +59,7 @@ var kinds = map[string]error{
 	// Grants and tiers (SPEC §3, docs/tiers.md).
 	"grant-invalid":    grant.ErrInvalid,
 	"widening":         grant.ErrWidening,
-	"tier-not-offered": tier.ErrNotOffered,
+	"tier-not-offered": selection.ErrNotOffered,
 	// Evidence (SPEC §4).
 	"bad-signature":       sign.ErrBadSignature,
 	"receipt-invalid":     receipt.ErrInvalid,

@@ -2,7 +2,7 @@ package grant
 
 import (
 	"github.com/cordon-dev/cordon/evidence/canon"
-	"github.com/cordon-dev/cordon/internal/jsonv"
+	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
 )
 
 // Kinds of request.

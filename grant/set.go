@@ -6,7 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
-	"github.com/cordon-dev/cordon/internal/jsonv"
+	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
 )
 
 // Type is the value of a grant set's "type" member.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cordon-dev/cordon/sandbox/stage"
 	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // check refuses a spec that is incomplete or that the grant set does not
@@ -16,7 +17,7 @@ func (s *Spec) check() error {
 	if s.Grants == nil {
 		return refusedf("no grant set: a run without grants is never started")
 	}
-	req := tier.Required(s.Grants)
+	req := selection.Required(s.Grants)
 	if req != s.Tier {
 		return refusedf("the grant set requires tier %s, and a run executes at exactly its required tier (asked for %s)", req, s.Tier)
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox/stage"
 	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // pyPrelude is prepended to every python attacker.
@@ -2223,8 +2224,8 @@ sc("prlimit64 RLIMIT_NOFILE", 302, 0, 7, lim, None)
 func tenantSpec(t *testing.T, state, tenant string, argv []string) *Spec {
 	t.Helper()
 	gs := escapeGrants(t, grantsJSON("multi", []string{"sh", "sleep", "python3", "id"}, nil))
-	if tier.Required(gs) != tier.S3 {
-		t.Fatalf("a multi-tenant grant set requires %s, not S3", tier.Required(gs))
+	if selection.Required(gs) != tier.S3 {
+		t.Fatalf("a multi-tenant grant set requires %s, not S3", selection.Required(gs))
 	}
 	s := &Spec{
 		Argv: argv, Grants: gs, Tier: tier.S3, Tenant: tenant,

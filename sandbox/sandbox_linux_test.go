@@ -12,6 +12,7 @@ import (
 
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // testGrants is the grant set of most tests: untrusted code and the
@@ -38,7 +39,7 @@ func withGrants(t *testing.T, js string) option {
 			t.Fatalf("grant.Parse: %v", err)
 		}
 		s.Grants = gs
-		s.Tier = tier.Required(gs)
+		s.Tier = selection.Required(gs)
 	}
 }
 

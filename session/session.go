@@ -30,6 +30,7 @@ import (
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // Errors a caller can tell apart with errors.Is.
@@ -168,8 +169,8 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 }
 
 func planFor(sb Sandbox, gs *grant.Set) Plan {
-	p := Plan{Required: tier.Required(gs), Offers: sb.Offers()}
-	if _, err := (tier.Host{Offers: p.Offers}).Select(gs); err != nil {
+	p := Plan{Required: selection.Required(gs), Offers: sb.Offers()}
+	if _, err := (selection.Host{Offers: p.Offers}).Select(gs); err != nil {
 		if p.Required == tier.S2 || p.Required == tier.S3 {
 			if perr := sb.Probe(p.Required); perr != nil {
 				err = fmt.Errorf("%w (%w)", err, perr) // say which facility is missing

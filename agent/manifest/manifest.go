@@ -24,8 +24,8 @@ import (
 
 	"github.com/cordon-dev/cordon/agent/testreport"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
 	"github.com/cordon-dev/cordon/grant"
-	"github.com/cordon-dev/cordon/internal/jsonv"
 )
 
 // Type is the value of a manifest's "type" member.

@@ -51,7 +51,8 @@ func gitEnv(home string) []string {
 // runGit runs git with args in dir and returns its stdout. HOME is a fresh
 // empty directory removed afterwards. dir "" runs git in that directory,
 // with discovery stopped there, for commands that must see no repository.
-func (s *Store) runGit(dir string, args ...string) (string, error) {
+// git is killed when ctx ends or after gitTimeout, whichever comes first.
+func (s *Store) runGit(ctx context.Context, dir string, args ...string) (string, error) {
 	home, err := os.MkdirTemp("", "cordon-mem-home-")
 	if err != nil {
 		return "", fmt.Errorf("memory: git home: %w", err)
@@ -64,9 +65,12 @@ func (s *Store) runGit(dir string, args ...string) (string, error) {
 		env = append(env, "GIT_CEILING_DIRECTORIES="+filepath.Dir(home))
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), gitTimeout)
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("memory: git %s%s: %w", args[0], where, context.Cause(ctx))
+	}
+	tctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, s.git, append(append([]string{}, pinnedArgs...), args...)...)
+	cmd := exec.CommandContext(tctx, s.git, append(append([]string{}, pinnedArgs...), args...)...)
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdin = nil
@@ -75,6 +79,9 @@ func (s *Store) runGit(dir string, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	if ctx.Err() != nil {
+		return "", fmt.Errorf("memory: git %s%s: %w", args[0], where, context.Cause(ctx))
+	}
+	if tctx.Err() != nil {
 		return "", fmt.Errorf("memory: git %s%s: timed out after %v", args[0], where, gitTimeout)
 	}
 	if err != nil {
@@ -123,7 +130,7 @@ var refusedGitFiles = map[string]string{
 // directories and regular files only, no hooks but samples, no attributes,
 // alternates or commondir, only the config git init writes, and git's own
 // discovery from mem must land on mem/.git.
-func (s *Store) checkRepo() error {
+func (s *Store) checkRepo(ctx context.Context) error {
 	gitDir := filepath.Join(s.dir, ".git")
 	fi, err := os.Lstat(gitDir)
 	if err != nil {
@@ -187,13 +194,13 @@ func (s *Store) checkRepo() error {
 		return fmt.Errorf("memory: checking %q: %w", gitDir, err)
 	}
 	if haveConfig {
-		if err := s.checkConfig(filepath.Join(gitDir, "config")); err != nil {
+		if err := s.checkConfig(ctx, filepath.Join(gitDir, "config")); err != nil {
 			return err
 		}
 	}
 
 	// Discovery exactly as git does it: no GIT_DIR, run in mem.
-	out, err := s.runGit(s.dir, "rev-parse", "--absolute-git-dir")
+	out, err := s.runGit(ctx, s.dir, "rev-parse", "--absolute-git-dir")
 	if err != nil {
 		return err
 	}
@@ -211,8 +218,11 @@ func (s *Store) checkRepo() error {
 // checkConfig refuses any key in the config file at path that git init
 // would not have written. `git config --file` reads only that file (it
 // follows no include) and runs nothing.
-func (s *Store) checkConfig(path string) error {
-	out, err := s.runGit("", "config", "--file", path, "--no-includes", "--null", "--list")
+func (s *Store) checkConfig(ctx context.Context, path string) error {
+	out, err := s.runGit(ctx, "", "config", "--file", path, "--no-includes", "--null", "--list")
+	if err != nil && ctx.Err() != nil {
+		return err // cancelled, not unsafe
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %q cannot be read as git config (%v); remove the store %q", ErrUnsafe, path, err, s.dir)
 	}

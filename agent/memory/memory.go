@@ -34,6 +34,7 @@
 package memory
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -83,8 +84,9 @@ var storeSegs = []string{".cordon", "mem"}
 // Open opens WORKSPACE/.cordon/mem, creating .cordon and mem (mode 0700)
 // where absent, and for a git store running `git init` there when mem/.git
 // is absent. workspace must be an absolute path to an existing directory.
-// Refusals of a planted or tampered store wrap [ErrUnsafe].
-func Open(workspace string, opts Options) (*Store, error) {
+// Refusals of a planted or tampered store wrap [ErrUnsafe]. ctx bounds the
+// git invocations; when it ends first, the error wraps its cause.
+func Open(ctx context.Context, workspace string, opts Options) (*Store, error) {
 	if !filepath.IsAbs(workspace) {
 		return nil, fmt.Errorf("memory: workspace %q is not an absolute path; pass an absolute path", workspace)
 	}
@@ -131,13 +133,13 @@ func Open(workspace string, opts Options) (*Store, error) {
 
 	gitDir := filepath.Join(s.dir, ".git")
 	if _, err := os.Lstat(gitDir); errors.Is(err, fs.ErrNotExist) {
-		if _, err := s.runGit(s.dir, "-c", "init.defaultBranch=main", "init", "-q"); err != nil {
+		if _, err := s.runGit(ctx, s.dir, "-c", "init.defaultBranch=main", "init", "-q"); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	if err := s.checkRepo(); err != nil {
+	if err := s.checkRepo(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -158,8 +160,9 @@ func (s *Store) Dir() string { return s.dir }
 // empty. It returns the commit id (hex), or "" for a file store. Each file
 // replaces any previous one by rename (mode 0600); missing directories are
 // created (mode 0700). Every name is checked before anything is written.
-// A failed Write may leave some files written but uncommitted.
-func (s *Store) Write(files map[string][]byte, message string) (commit string, err error) {
+// A failed Write may leave some files written but uncommitted. ctx bounds
+// the git invocations; when it ends first, the error wraps its cause.
+func (s *Store) Write(ctx context.Context, files map[string][]byte, message string) (commit string, err error) {
 	names := make([]string, 0, len(files))
 	for name := range files {
 		if _, err := splitName(name); err != nil {
@@ -183,7 +186,7 @@ func (s *Store) Write(files map[string][]byte, message string) (commit string, e
 	}
 	defer mem.Close()
 	if s.kind == KindGit {
-		if err := s.checkRepo(); err != nil {
+		if err := s.checkRepo(ctx); err != nil {
 			return "", err
 		}
 	}
@@ -197,7 +200,7 @@ func (s *Store) Write(files map[string][]byte, message string) (commit string, e
 	}
 
 	if len(names) > 0 {
-		if _, err := s.runGit(s.dir, append([]string{"add", "-f", "--"}, names...)...); err != nil {
+		if _, err := s.runGit(ctx, s.dir, append([]string{"add", "-f", "--"}, names...)...); err != nil {
 			return "", err
 		}
 	}
@@ -207,10 +210,10 @@ func (s *Store) Write(files map[string][]byte, message string) (commit string, e
 	if len(names) > 0 {
 		args = append(append(args, "--"), names...)
 	}
-	if _, err := s.runGit(s.dir, args...); err != nil {
+	if _, err := s.runGit(ctx, s.dir, args...); err != nil {
 		return "", err
 	}
-	out, err := s.runGit(s.dir, "rev-parse", "--verify", "HEAD^{commit}")
+	out, err := s.runGit(ctx, s.dir, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
 		return "", err
 	}

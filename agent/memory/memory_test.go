@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -132,7 +133,7 @@ func mustOpen(t *testing.T, ws string, opts Options) *Store {
 	if opts.Git == "" && !opts.NoGit {
 		opts.Git = needGit(t)
 	}
-	s, err := Open(ws, opts)
+	s, err := Open(t.Context(), ws, opts)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", ws, err)
 	}
@@ -194,7 +195,7 @@ func TestOpenFreshStore(t *testing.T) {
 
 func TestOpenFindsGitOnPath(t *testing.T) {
 	needGit(t)
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.Context(), t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestWriteCommitsOncePerCall(t *testing.T) {
 		{map[string][]byte{"index": []byte("2")}, "one change"},
 		{nil, "nothing at all"},
 	} {
-		id, err := s.Write(step.files, step.msg)
+		id, err := s.Write(t.Context(), step.files, step.msg)
 		if err != nil {
 			t.Fatalf("Write %d: %v", i, err)
 		}
@@ -252,13 +253,13 @@ func TestWriteCommitsOncePerCall(t *testing.T) {
 
 func TestWriteCommitsOnlyItsFiles(t *testing.T) {
 	s := mustOpen(t, t.TempDir(), Options{})
-	if _, err := s.Write(map[string][]byte{"a": []byte("a")}, "one"); err != nil {
+	if _, err := s.Write(t.Context(), map[string][]byte{"a": []byte("a")}, "one"); err != nil {
 		t.Fatal(err)
 	}
 	// Something staged by someone else stays out of the store's commit.
 	writeTestFile(t, filepath.Join(s.Dir(), "planted"), "x")
 	tgit(t, s.Dir(), "add", "planted")
-	if _, err := s.Write(map[string][]byte{"b": []byte("b")}, "two"); err != nil {
+	if _, err := s.Write(t.Context(), map[string][]byte{"b": []byte("b")}, "two"); err != nil {
 		t.Fatal(err)
 	}
 	if got := tgit(t, s.Dir(), "show", "--format=", "--name-only", "HEAD"); got != "b" {
@@ -268,8 +269,26 @@ func TestWriteCommitsOnlyItsFiles(t *testing.T) {
 
 func TestWriteRefusesEmptyMessage(t *testing.T) {
 	s := mustOpen(t, t.TempDir(), Options{})
-	if _, err := s.Write(map[string][]byte{"a": nil}, " \n"); err == nil {
+	if _, err := s.Write(t.Context(), map[string][]byte{"a": nil}, " \n"); err == nil {
 		t.Fatal("Write with a blank message succeeded")
+	}
+}
+
+// TestCancelledContextStopsGit: the caller's context bounds every git
+// invocation, and its cause is what the error wraps.
+func TestCancelledContextStopsGit(t *testing.T) {
+	ws := t.TempDir()
+	s := mustOpen(t, ws, Options{Git: needGit(t)})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.Write(ctx, map[string][]byte{"a": []byte("x")}, "m"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Write with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := Open(ctx, ws, Options{Git: needGit(t)}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Open with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := Open(ctx, t.TempDir(), Options{Git: needGit(t)}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Open of a new store with a cancelled context: %v, want context.Canceled", err)
 	}
 }
 
@@ -304,7 +323,7 @@ func TestOpenRefusesStoreDirectories(t *testing.T) {
 			bothKinds(t, func(t *testing.T, opts Options) {
 				ws, elsewhere := t.TempDir(), t.TempDir()
 				c.plant(t, ws, elsewhere)
-				_, err := Open(ws, opts)
+				_, err := Open(t.Context(), ws, opts)
 				wantUnsafe(t, err, c.mention)
 				assertEmptyDir(t, elsewhere)
 			})
@@ -317,7 +336,7 @@ func TestOpenRefusesGitFile(t *testing.T) {
 	newRepo(t, elsewhere)
 	cfg, _ := os.ReadFile(filepath.Join(elsewhere, ".git", "config"))
 	writeTestFile(t, filepath.Join(ws, ".cordon", "mem", ".git"), "gitdir: "+filepath.Join(elsewhere, ".git")+"\n")
-	_, err := Open(ws, Options{Git: needGit(t)})
+	_, err := Open(t.Context(), ws, Options{Git: needGit(t)})
 	wantUnsafe(t, err, "gitdir: pointer")
 	if n := commits(t, elsewhere); n != 1 {
 		t.Fatalf("elsewhere repository has %d commits, want 1", n)
@@ -331,7 +350,7 @@ func TestOpenRefusesGitSymlink(t *testing.T) {
 	ws, elsewhere := t.TempDir(), t.TempDir()
 	newRepo(t, elsewhere)
 	symlink(t, filepath.Join(elsewhere, ".git"), filepath.Join(ws, ".cordon", "mem", ".git"))
-	_, err := Open(ws, Options{Git: needGit(t)})
+	_, err := Open(t.Context(), ws, Options{Git: needGit(t)})
 	wantUnsafe(t, err, `.git" is a symlink`)
 	if n := commits(t, elsewhere); n != 1 {
 		t.Fatalf("elsewhere repository has %d commits, want 1", n)
@@ -341,7 +360,7 @@ func TestOpenRefusesGitSymlink(t *testing.T) {
 func TestOpenRefusesGitOtherType(t *testing.T) {
 	ws := t.TempDir()
 	symlink(t, "/dev/null", filepath.Join(ws, ".cordon", "mem", ".git"))
-	_, err := Open(ws, Options{Git: needGit(t)})
+	_, err := Open(t.Context(), ws, Options{Git: needGit(t)})
 	wantUnsafe(t, err, `.git" is a symlink`)
 }
 
@@ -357,7 +376,7 @@ func TestOpenRefusesEnclosingRepository(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(ws, ".cordon", "mem", ".git"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(ws, Options{Git: needGit(t)})
+	_, err := Open(t.Context(), ws, Options{Git: needGit(t)})
 	wantUnsafe(t, err, "enclosing repository")
 	if !strings.Contains(err.Error(), filepath.Join(ws, ".git")) {
 		t.Errorf("error %q does not name the enclosing repository", err)
@@ -377,7 +396,7 @@ func TestOpenRefusesBareMem(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(mem, ".git"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(ws, Options{Git: needGit(t)})
+	_, err := Open(t.Context(), ws, Options{Git: needGit(t)})
 	wantUnsafe(t, err, "uses the repository")
 }
 
@@ -470,16 +489,16 @@ func TestOpenRefusesPlantedRepository(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ws := t.TempDir()
 			s := mustOpen(t, ws, Options{})
-			if _, err := s.Write(map[string][]byte{"a": []byte("1")}, "before"); err != nil {
+			if _, err := s.Write(t.Context(), map[string][]byte{"a": []byte("1")}, "before"); err != nil {
 				t.Fatal(err)
 			}
 			script, mark := marker(t)
 			c.plant(t, s.Dir(), script)
 
-			_, err := Open(ws, Options{Git: needGit(t)})
+			_, err := Open(t.Context(), ws, Options{Git: needGit(t)})
 			wantUnsafe(t, err, c.mention)
 			// The store opened before the plant re-checks before writing.
-			_, err = s.Write(map[string][]byte{"a": []byte("2")}, "after")
+			_, err = s.Write(t.Context(), map[string][]byte{"a": []byte("2")}, "after")
 			wantUnsafe(t, err, c.mention)
 			assertNotRan(t, mark)
 			if b, _ := os.ReadFile(filepath.Join(s.Dir(), "a")); string(b) != "1" {
@@ -536,7 +555,7 @@ func TestSHA256StoreAccepted(t *testing.T) {
 	}
 	tgit(t, mem, "init", "-q", "--object-format=sha256")
 	s := mustOpen(t, ws, Options{})
-	id, err := s.Write(map[string][]byte{"a": []byte("x")}, "m")
+	id, err := s.Write(t.Context(), map[string][]byte{"a": []byte("x")}, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +580,7 @@ func TestWriteRefusesBadNames(t *testing.T) {
 		for _, name := range badNames {
 			// A good name alongside shows that nothing is written when
 			// any name is bad.
-			_, err := s.Write(map[string][]byte{name: []byte("x"), "good": []byte("x")}, "m")
+			_, err := s.Write(t.Context(), map[string][]byte{name: []byte("x"), "good": []byte("x")}, "m")
 			if !errors.Is(err, ErrUnsafe) {
 				t.Errorf("Write(%q) = %v, want ErrUnsafe", name, err)
 			}
@@ -597,7 +616,7 @@ func TestSymlinkInStoreRefused(t *testing.T) {
 		symlink(t, "f", filepath.Join(s.Dir(), "real", "g"))
 
 		for _, name := range []string{"notes/a", "notes/sub/a", "leak", "inner/f", "real/g"} {
-			_, err := s.Write(map[string][]byte{name: []byte("pwned")}, "m")
+			_, err := s.Write(t.Context(), map[string][]byte{name: []byte("pwned")}, "m")
 			wantUnsafe(t, err, "is a symlink")
 			b, err := s.Read(name)
 			wantUnsafe(t, err, "is a symlink")
@@ -617,10 +636,10 @@ func TestSymlinkInStoreRefused(t *testing.T) {
 
 func TestPathThroughFileRefused(t *testing.T) {
 	s := mustOpen(t, t.TempDir(), Options{NoGit: true})
-	if _, err := s.Write(map[string][]byte{"a": []byte("x")}, ""); err != nil {
+	if _, err := s.Write(t.Context(), map[string][]byte{"a": []byte("x")}, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Write(map[string][]byte{"a/b": []byte("x")}, "")
+	_, err := s.Write(t.Context(), map[string][]byte{"a/b": []byte("x")}, "")
 	wantUnsafe(t, err, "not a directory")
 }
 
@@ -642,7 +661,7 @@ func TestWriteReplacesHardLinkRatherThanWritingThrough(t *testing.T) {
 	if err := os.Link(other, filepath.Join(s.Dir(), "a")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Write(map[string][]byte{"a": []byte("new")}, ""); err != nil {
+	if _, err := s.Write(t.Context(), map[string][]byte{"a": []byte("new")}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(other); string(b) != "keep" {
@@ -656,7 +675,7 @@ func TestFileStore(t *testing.T) {
 	if s.Kind() != KindFile || s.Reason() == "" {
 		t.Fatalf("Kind, Reason = %q, %q", s.Kind(), s.Reason())
 	}
-	id, err := s.Write(map[string][]byte{"x/y": []byte("z")}, "")
+	id, err := s.Write(t.Context(), map[string][]byte{"x/y": []byte("z")}, "")
 	if err != nil || id != "" {
 		t.Fatalf("Write = %q, %v", id, err)
 	}
@@ -670,7 +689,7 @@ func TestFileStore(t *testing.T) {
 
 func TestGitMissingFallsBackToFile(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.Context(), t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,7 +711,7 @@ func TestOpenArguments(t *testing.T) {
 		{file, Options{NoGit: true}},
 		{ws, Options{Git: "git"}},
 	} {
-		if _, err := Open(c.ws, c.opts); err == nil {
+		if _, err := Open(t.Context(), c.ws, c.opts); err == nil {
 			t.Errorf("Open(%q, %+v) succeeded", c.ws, c.opts)
 		}
 	}
@@ -751,11 +770,11 @@ func TestEnvironmentIgnored(t *testing.T) {
 	}
 
 	ws := t.TempDir()
-	s, err := Open(ws, Options{Git: git})
+	s, err := Open(t.Context(), ws, Options{Git: git})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Write(map[string][]byte{"a": []byte("x")}, "m"); err != nil {
+	if _, err := s.Write(t.Context(), map[string][]byte{"a": []byte("x")}, "m"); err != nil {
 		t.Fatal(err)
 	}
 	if n := commits(t, s.Dir()); n != 1 {
@@ -801,7 +820,7 @@ func TestRunGitPinsProgramsOff(t *testing.T) {
 		{"commit", "-q", "-m", "m"},
 		{"log", "-1"},
 	} {
-		if _, err := s.runGit(dir, args...); err != nil {
+		if _, err := s.runGit(t.Context(), dir, args...); err != nil {
 			t.Fatalf("git %v: %v", args, err)
 		}
 	}

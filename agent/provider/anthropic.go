@@ -12,9 +12,9 @@ type anthropic struct {
 }
 
 // NewAnthropic returns a client of the Anthropic Messages API; see the
-// package doc for the wire format and cfg's defaults.
+// package doc for the wire format and cfg's defaults. cfg.Key is required.
 func NewAnthropic(cfg Config) (Provider, error) {
-	c, err := newClient("anthropic", cfg, "https://api.anthropic.com", "/v1/messages", "ANTHROPIC_API_KEY")
+	c, err := newClient("anthropic", cfg, "https://api.anthropic.com", "/v1/messages", true)
 	if err != nil {
 		return nil, err
 	}

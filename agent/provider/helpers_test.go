@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,18 @@ func testEnv(name string) (string, bool) {
 	}
 	return "", false
 }
+
+// staticKey is a KeySource holding a fixed key.
+type staticKey string
+
+func (k staticKey) Key() (string, error) { return string(k), nil }
+
+var errKeySource = errors.New("key store locked")
+
+// failingKey is a KeySource that cannot supply a key.
+type failingKey struct{}
+
+func (failingKey) Key() (string, error) { return "", errKeySource }
 
 // recorded is one request a fake server received.
 type recorded struct {
@@ -70,12 +83,11 @@ func reply(status int, body string) http.HandlerFunc {
 
 func testConfig(url string) Config {
 	return Config{
-		BaseURL:   url,
-		Model:     "test-model",
-		KeyEnv:    "TEST_KEY",
-		LookupEnv: testEnv,
-		Timeout:   5 * time.Second,
-		Backoff:   time.Millisecond,
+		BaseURL: url,
+		Model:   "test-model",
+		Key:     EnvKey{Name: "TEST_KEY", Lookup: testEnv},
+		Timeout: 5 * time.Second,
+		Backoff: time.Millisecond,
 	}
 }
 

@@ -14,9 +14,9 @@ type openAI struct {
 
 // NewOpenAI returns a client of the OpenAI-compatible Chat Completions API
 // (OpenAI, vLLM, Ollama, llama.cpp); see the package doc for the wire format
-// and cfg's defaults. An empty KeyEnv sends no Authorization header.
+// and cfg's defaults. A nil cfg.Key sends no Authorization header.
 func NewOpenAI(cfg Config) (Provider, error) {
-	c, err := newClient("openai", cfg, "https://api.openai.com/v1", "/chat/completions", "")
+	c, err := newClient("openai", cfg, "https://api.openai.com/v1", "/chat/completions", false)
 	if err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ func TestOpenAIToolRoundTrip(t *testing.T) {
 func TestOpenAINoKey(t *testing.T) {
 	f := newFake(t, reply(200, openAIText))
 	cfg := testConfig(f.URL)
-	cfg.KeyEnv = ""
+	cfg.Key = nil
 	p, err := NewOpenAI(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -56,14 +56,15 @@
 //
 // # Keys
 //
-// The API key is read once, at construction, from the environment variable
-// named by Config.KeyEnv, and is then held only in an unexported field. It is
+// The API key comes from Config.Key, a [KeySource] asked once, at
+// construction; the key is then held only in an unexported field. It is
 // sent only in the request header, never logged, never part of a Response,
 // and redacted from every error text (a hostile server may echo request
-// headers back). This package starts no processes; the runner must leave
-// KeyEnv out of every child's environment. Reading the environment here,
-// rather than only in cmd/, is a deliberate exception to STYLE.md so that the
-// key never travels through the caller's structures.
+// headers back). This package never reads the environment: the caller
+// chooses the source, typically an [EnvKey] whose Lookup is os.LookupEnv
+// (cmd/cordon does that), so the key need not travel through the caller's
+// structures. This package starts no processes; the runner must leave the
+// key's variable out of every child's environment.
 //
 // # Replay
 //
@@ -163,13 +164,11 @@ type Config struct {
 	BaseURL string
 	// Model is used when Request.Model is empty.
 	Model string
-	// KeyEnv names the environment variable holding the API key. For
-	// Anthropic, empty means ANTHROPIC_API_KEY; for OpenAI, empty means no
-	// key (local servers). If KeyEnv is named, the variable must be set and
-	// non-empty.
-	KeyEnv string
-	// LookupEnv reads the environment; nil means os.LookupEnv. Tests set it.
-	LookupEnv func(string) (string, bool)
+	// Key supplies the API key, asked once by the constructor. Nil means
+	// no key: OpenAI-compatible servers are then sent no Authorization
+	// header (local servers); Anthropic, whose API needs a key, refuses
+	// with ErrNoKey.
+	Key KeySource
 	// Timeout bounds each attempt, body included. Default: DefaultTimeout.
 	Timeout time.Duration
 	// MaxRetries is the number of retries after the first attempt: 0 means
@@ -183,6 +182,42 @@ type Config struct {
 	// MaxResponseBytes caps a response body. Default: DefaultMaxResponseBytes.
 	MaxResponseBytes int64
 }
+
+// KeySource supplies an HTTP provider's API key. Key returns the key, or
+// an error (wrapping [ErrNoKey] when there is none); the error must not
+// hold the key. A source that implements fmt.Stringer is named by it in
+// errors ("$ANTHROPIC_API_KEY").
+type KeySource interface {
+	Key() (string, error)
+}
+
+// AnthropicKeyEnv is the variable the Anthropic key is conventionally
+// read from; cmd/cordon reads it when no other is named.
+const AnthropicKeyEnv = "ANTHROPIC_API_KEY"
+
+// EnvKey is a KeySource that reads the variable Name through Lookup. The
+// caller supplies Lookup (os.LookupEnv in cmd/cordon, a map in tests), so
+// this package reads no environment of its own. An unset or empty
+// variable is an error wrapping ErrNoKey.
+type EnvKey struct {
+	Name   string
+	Lookup func(name string) (string, bool)
+}
+
+// Key implements KeySource.
+func (e EnvKey) Key() (string, error) {
+	if e.Lookup == nil {
+		return "", fmt.Errorf("$%s: EnvKey has no Lookup: %w", e.Name, ErrNoKey)
+	}
+	k, ok := e.Lookup(e.Name)
+	if !ok || k == "" {
+		return "", fmt.Errorf("$%s: %w", e.Name, ErrNoKey)
+	}
+	return k, nil
+}
+
+// String names the variable, "$NAME".
+func (e EnvKey) String() string { return "$" + e.Name }
 
 // Defaults for zero Config and Request fields, and the cap on any wait.
 const (
@@ -200,7 +235,8 @@ var (
 	ErrMalformed = errors.New("malformed")
 	// ErrTooLarge marks a response body over MaxResponseBytes.
 	ErrTooLarge = errors.New("response too large")
-	// ErrNoKey marks a KeyEnv that is unset or empty.
+	// ErrNoKey marks a missing key: no KeySource where one is needed, or
+	// an EnvKey whose variable is unset or empty.
 	ErrNoKey = errors.New("API key not set")
 	// ErrExhausted marks a replay with no recorded responses left.
 	ErrExhausted = errors.New("replay exhausted")

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -99,7 +98,7 @@ type client struct {
 	maxBytes   int64
 }
 
-func newClient(name string, cfg Config, defaultBase, path, defaultKeyEnv string) (*client, error) {
+func newClient(name string, cfg Config, defaultBase, path string, needKey bool) (*client, error) {
 	c := &client{
 		name:       name,
 		timeout:    cfg.Timeout,
@@ -136,21 +135,23 @@ func newClient(name string, cfg Config, defaultBase, path, defaultKeyEnv string)
 		return nil, fmt.Errorf("%s: config: base URL %s: want http(s)://host[/path] without user info, query or fragment", name, short(base))
 	}
 	c.endpoint = strings.TrimRight(u.String(), "/") + path
-	keyEnv := cfg.KeyEnv
-	if keyEnv == "" {
-		keyEnv = defaultKeyEnv
+	if cfg.Key == nil && needKey {
+		return nil, fmt.Errorf("%s: config: no key source (Config.Key): %w", name, ErrNoKey)
 	}
-	if keyEnv != "" {
-		lookup := cfg.LookupEnv
-		if lookup == nil {
-			lookup = os.LookupEnv
+	if cfg.Key != nil {
+		k, err := cfg.Key.Key()
+		if err != nil {
+			return nil, fmt.Errorf("%s: config: %w", name, err)
 		}
-		k, ok := lookup(keyEnv)
-		if !ok || k == "" {
-			return nil, fmt.Errorf("%s: config: $%s: %w", name, keyEnv, ErrNoKey)
+		what := "key"
+		if s, ok := cfg.Key.(fmt.Stringer); ok {
+			what = s.String()
+		}
+		if k == "" {
+			return nil, fmt.Errorf("%s: config: %s: %w", name, what, ErrNoKey)
 		}
 		if strings.ContainsAny(k, "\r\n\x00") {
-			return nil, fmt.Errorf("%s: config: $%s: key has control characters", name, keyEnv)
+			return nil, fmt.Errorf("%s: config: %s: key has control characters", name, what)
 		}
 		if u.Scheme == "http" && !isLoopback(u.Hostname()) {
 			return nil, fmt.Errorf("%s: config: refusing to send the key over plain http to %s", name, short(u.Host))

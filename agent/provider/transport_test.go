@@ -292,13 +292,17 @@ func TestConfigChecks(t *testing.T) {
 		cfg  Config
 		want error
 	}{
-		{"unset key", Config{KeyEnv: "NOPE", LookupEnv: testEnv}, ErrNoKey},
-		{"default anthropic key unset", Config{LookupEnv: testEnv}, ErrNoKey},
-		{"key over plain http", Config{BaseURL: "http://example.com", KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
-		{"user info", Config{BaseURL: "https://u:p@example.com", KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
-		{"query", Config{BaseURL: "https://example.com?x=1", KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
-		{"scheme", Config{BaseURL: "file:///tmp", KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
-		{"negative timeout", Config{Timeout: -1, KeyEnv: "TEST_KEY", LookupEnv: testEnv}, nil},
+		{"unset key", Config{Key: EnvKey{Name: "NOPE", Lookup: testEnv}}, ErrNoKey},
+		{"no key source", Config{}, ErrNoKey},
+		{"EnvKey without Lookup", Config{Key: EnvKey{Name: "TEST_KEY"}}, ErrNoKey},
+		{"empty key", Config{Key: staticKey("")}, ErrNoKey},
+		{"key with a newline", Config{Key: staticKey(testKey + "\n")}, nil},
+		{"key source fails", Config{Key: failingKey{}}, errKeySource},
+		{"key over plain http", Config{BaseURL: "http://example.com", Key: EnvKey{Name: "TEST_KEY", Lookup: testEnv}}, nil},
+		{"user info", Config{BaseURL: "https://u:p@example.com", Key: EnvKey{Name: "TEST_KEY", Lookup: testEnv}}, nil},
+		{"query", Config{BaseURL: "https://example.com?x=1", Key: EnvKey{Name: "TEST_KEY", Lookup: testEnv}}, nil},
+		{"scheme", Config{BaseURL: "file:///tmp", Key: EnvKey{Name: "TEST_KEY", Lookup: testEnv}}, nil},
+		{"negative timeout", Config{Timeout: -1, Key: EnvKey{Name: "TEST_KEY", Lookup: testEnv}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewAnthropic(tc.cfg)
@@ -310,7 +314,7 @@ func TestConfigChecks(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewOpenAI(Config{BaseURL: "http://127.0.0.1:11434/v1", KeyEnv: "TEST_KEY", LookupEnv: testEnv}); err != nil {
+	if _, err := NewOpenAI(Config{BaseURL: "http://127.0.0.1:11434/v1", Key: EnvKey{Name: "TEST_KEY", Lookup: testEnv}}); err != nil {
 		t.Errorf("NewOpenAI(loopback http with key) = %v", err)
 	}
 	if _, err := NewOpenAI(Config{BaseURL: "http://gpu-box:8000/v1"}); err != nil {

@@ -168,6 +168,7 @@ type runOpts struct {
 	apply bool
 	sb    Sandbox
 	cfg   func(*Config)
+	ctx   context.Context // nil: context.Background()
 }
 
 // runScript runs m in ws against the script.
@@ -183,7 +184,11 @@ func runScript(t *testing.T, ws string, m *manifest.Manifest, s *script, o runOp
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	out, err := Run(context.Background(), cfg)
+	ctx := o.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out, err := Run(ctx, cfg)
 	if testing.Verbose() {
 		t.Logf("runner log:\n%s", log.String())
 	}

@@ -144,13 +144,23 @@ type Outcome struct {
 // started, everything that happens is recorded and the Outcome says how
 // it ended. An error after the start means the record itself could not be
 // completed.
+//
+// Every error wraps exactly one of ErrLocked, ErrBrokenJournal,
+// ErrCancelled, ErrRefused (the run did not start) and ErrRecord (it
+// started, and its record could not be completed). A budget that runs
+// out is not an error: the Outcome's Status is StatusBudgetExhausted, and
+// a ctx that ends during the run gives StatusCancelled.
 func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	r, err := start(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, startError(ctx, err)
 	}
 	defer r.close()
-	return r.run(ctx)
+	out, err := r.run(ctx)
+	if err != nil {
+		return nil, mark(ErrRecord, err)
+	}
+	return out, nil
 }
 
 // run is the state of one run.
@@ -177,6 +187,9 @@ type run struct {
 }
 
 func start(ctx context.Context, cfg Config) (*run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, mark(ErrCancelled, fmt.Errorf("runner: %w", context.Cause(ctx)))
+	}
 	if cfg.Manifest == nil || cfg.Provider == nil {
 		return nil, errors.New("runner: a manifest and a provider are required")
 	}
@@ -211,16 +224,18 @@ func start(ctx context.Context, cfg Config) (*run, error) {
 	if r.lock, err = os.OpenFile(filepath.Join(r.state, lockFile), os.O_RDWR|os.O_CREATE|flock.NoFollow|flock.NonBlock, 0o600); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	if err := flock.Lock(r.lock); err != nil {
+	if err := flock.TryLock(r.lock); errors.Is(err, flock.ErrHeld) {
+		return nil, mark(ErrLocked, fmt.Errorf("runner: %s: another run holds the workspace lock; wait for it to end", r.lock.Name()))
+	} else if err != nil {
 		return nil, fmt.Errorf("runner: lock %s: %w", r.lock.Name(), err)
 	}
 	if r.committed, err = checkPrevious(r.state, cfg.Key); err != nil {
-		return nil, err
+		return nil, previousError(ctx, err)
 	}
 	if r.jw, err = journal.Open(filepath.Join(r.state, JournalFile)); err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
-	if r.mem, err = memory.Open(cfg.Workspace, cfg.Memory); err != nil {
+	if r.mem, err = memory.Open(ctx, cfg.Workspace, cfg.Memory); err != nil {
 		return nil, fmt.Errorf("runner: the memory store is unsafe, so the run is aborted: %w", err)
 	}
 	r.rec = session.NewRecorder(r.jw, r.filter)
@@ -421,7 +436,7 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 	}
 	r.body.Status = status
 	r.body.End = time.Now().UTC().Format(time.RFC3339Nano)
-	if err := r.remember(); err != nil {
+	if err := r.remember(ctx); err != nil {
 		return nil, err
 	}
 	// The meter entries precede run.end, which the receipt binds to.
@@ -441,8 +456,10 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 }
 
 // remember records the run in the memory store: one commit per run with
-// git, files otherwise.
-func (r *run) remember() error {
+// git, files otherwise. A cancelled run is still remembered, as it is
+// still recorded: the store's own timeout bounds git, not ctx's
+// cancellation.
+func (r *run) remember(ctx context.Context) error {
 	b, err := json.Marshal(r.body)
 	if err != nil {
 		return err
@@ -452,7 +469,7 @@ func (r *run) remember() error {
 		return err
 	}
 	name := "runs/" + strings.NewReplacer(":", "", ".", "").Replace(r.start.UTC().Format("20060102T150405.000000000Z")) + ".json"
-	commit, err := r.mem.Write(map[string][]byte{name: v, "last.json": v},
+	commit, err := r.mem.Write(context.WithoutCancel(ctx), map[string][]byte{name: v, "last.json": v},
 		fmt.Sprintf("cordon run %s: %s", r.cfg.Manifest.ID(), r.body.Status))
 	if err != nil {
 		// The run has happened; a memory failure is recorded, not hidden.

@@ -22,6 +22,7 @@ import (
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // Limits on tool calls.
@@ -324,7 +325,7 @@ func (r *run) toolRun(ctx context.Context, t *task, id string, in json.RawMessag
 // decision and the command's outcome.
 func (r *run) execute(ctx context.Context, t *task, id string, argv []string, kind string, rr *reportRun) (string, bool, error) {
 	gs := t.m.Grants
-	if tier.Required(gs) == tier.S3 && r.cfg.Tenant == "" {
+	if selection.Required(gs) == tier.S3 && r.cfg.Tenant == "" {
 		return "", false, refusef("the manifest's grant set is multi-tenant (S3): the operator must name the tenant (cordon run --tenant)")
 	}
 	limits, err := sandbox.LimitsFor(gs)

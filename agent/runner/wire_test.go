@@ -106,9 +106,9 @@ func TestWireFormatsEndToEnd(t *testing.T) {
 			var p provider.Provider
 			var err error
 			if name == "openai" {
-				p, err = provider.NewOpenAI(provider.Config{BaseURL: srv.URL + "/v1", Model: "m", KeyEnv: "WIRE_KEY", LookupEnv: env})
+				p, err = provider.NewOpenAI(provider.Config{BaseURL: srv.URL + "/v1", Model: "m", Key: provider.EnvKey{Name: "WIRE_KEY", Lookup: env}})
 			} else {
-				p, err = provider.NewAnthropic(provider.Config{BaseURL: srv.URL, Model: "m", KeyEnv: "WIRE_KEY", LookupEnv: env})
+				p, err = provider.NewAnthropic(provider.Config{BaseURL: srv.URL, Model: "m", Key: provider.EnvKey{Name: "WIRE_KEY", Lookup: env}})
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // runDemo is the main job on embedded defaults: it canonicalizes and
@@ -125,9 +126,9 @@ func runDemo(e *env, args []string) error {
 		}
 		fmt.Fprintf(w, "  %s  %-16s %s\n", outcome, d.Rule, d.Reason)
 	}
-	req := tier.Required(gs)
+	req := selection.Required(gs)
 	fmt.Fprintf(w, "required tier: %s", req)
-	host := tier.Host{Offers: sandbox.Offers()}
+	host := selection.Host{Offers: sandbox.Offers()}
 	if _, err := host.Select(gs); err != nil {
 		fmt.Fprintf(w, " (this host offers %s: a run would be refused, never run unenforced)", tier.FormatList(host.Offers))
 	} else {

@@ -146,16 +146,29 @@ func newProvider(m *manifest.Manifest, ws, keyEnv string) (provider.Provider, er
 		}
 		return provider.NewReplayData(m.Replay, b)
 	case "anthropic":
-		return provider.NewAnthropic(provider.Config{BaseURL: m.BaseURL, Model: m.Model, KeyEnv: keyEnv})
+		if keyEnv == "" {
+			keyEnv = provider.AnthropicKeyEnv
+		}
+		return provider.NewAnthropic(provider.Config{BaseURL: m.BaseURL, Model: m.Model, Key: envKey(keyEnv)})
 	case "openai":
 		if keyEnv == "" {
 			if _, ok := os.LookupEnv("OPENAI_API_KEY"); ok {
 				keyEnv = "OPENAI_API_KEY"
 			}
 		}
-		return provider.NewOpenAI(provider.Config{BaseURL: m.BaseURL, Model: m.Model, KeyEnv: keyEnv})
+		var key provider.KeySource // none: a local server
+		if keyEnv != "" {
+			key = envKey(keyEnv)
+		}
+		return provider.NewOpenAI(provider.Config{BaseURL: m.BaseURL, Model: m.Model, Key: key})
 	}
 	return nil, fmt.Errorf("provider %q", m.Provider) // unreachable: manifest.Parse checks it
+}
+
+// envKey is the provider key held in the environment variable name: the
+// CLI is where the environment is read (agent/provider reads none).
+func envKey(name string) provider.KeySource {
+	return provider.EnvKey{Name: name, Lookup: os.LookupEnv}
 }
 
 // auditKey is the key that signs a run: --key, else $CORDON_AUDIT_PRIVATE_KEY

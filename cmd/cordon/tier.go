@@ -9,6 +9,7 @@ import (
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // runTier prints the tier a grant set requires and whether the host offers
@@ -28,9 +29,9 @@ func runTier(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	host := tier.Host{Offers: sandbox.Offers()}
+	host := selection.Host{Offers: sandbox.Offers()}
 	if *offers != "" {
-		host = tier.Host{}
+		host = selection.Host{}
 		for _, name := range strings.Split(*offers, ",") {
 			t, err := tier.Parse(strings.TrimSpace(name))
 			if err != nil {
@@ -39,18 +40,18 @@ func runTier(e *env, args []string) error {
 			host.Offers = append(host.Offers, t)
 		}
 	}
-	req := tier.Required(s)
+	req := selection.Required(s)
 	if *asJSON {
 		return tierJSON(e, s, host)
 	}
 	fmt.Fprintf(e.stdout, "required: %s\n", req)
-	for _, r := range tier.Requirements(s) {
+	for _, r := range selection.Requirements(s) {
 		fmt.Fprintf(e.stdout, "  %s  %s\n", r.Tier, r.Why)
 	}
 	fmt.Fprintf(e.stdout, "host offers: %s\n", tier.FormatList(host.Offers))
 	if _, err := host.Select(s); err != nil {
-		if errors.Is(err, tier.ErrNotOffered) && *offers == "" {
-			if perr := sandbox.Probe(tier.Required(s)); perr != nil && (tier.Required(s) == tier.S2 || tier.Required(s) == tier.S3) {
+		if errors.Is(err, selection.ErrNotOffered) && *offers == "" {
+			if perr := sandbox.Probe(selection.Required(s)); perr != nil && (selection.Required(s) == tier.S2 || selection.Required(s) == tier.S3) {
 				return withHint(err, perr.Error())
 			}
 			return withHint(err, "this host runs S2 and S3 (cordon's sandbox) when its kernel allows; a run is refused rather than run at another tier")
@@ -63,7 +64,7 @@ func runTier(e *env, args []string) error {
 
 // tierJSON prints 'cordon tier --json'; exit status 1 when the host does
 // not offer the required tier.
-func tierJSON(e *env, s *grant.Set, host tier.Host) error {
+func tierJSON(e *env, s *grant.Set, host selection.Host) error {
 	type requirement struct {
 		Tier string `json:"tier"`
 		Why  string `json:"why"`
@@ -74,8 +75,8 @@ func tierJSON(e *env, s *grant.Set, host tier.Host) error {
 		Offers       []string      `json:"offers"`
 		Selected     *string       `json:"selected"`
 		Error        string        `json:"error,omitempty"`
-	}{Required: tier.Required(s).String(), Requirements: []requirement{}, Offers: []string{}}
-	for _, r := range tier.Requirements(s) {
+	}{Required: selection.Required(s).String(), Requirements: []requirement{}, Offers: []string{}}
+	for _, r := range selection.Requirements(s) {
 		out.Requirements = append(out.Requirements, requirement{r.Tier.String(), r.Why})
 	}
 	for _, t := range host.Offers {

@@ -14,10 +14,10 @@ import (
 	"slices"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
-	"github.com/cordon-dev/cordon/internal/jsonv"
 	"github.com/cordon-dev/cordon/tier"
 )
 

@@ -22,9 +22,9 @@ import (
 	"os"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
-	"github.com/cordon-dev/cordon/internal/jsonv"
 )
 
 // MaxLine bounds one entry's line, newline excluded.

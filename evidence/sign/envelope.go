@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
-	"github.com/cordon-dev/cordon/internal/jsonv"
+	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
 )
 
 // ErrEnvelope is wrapped by errors about malformed envelopes.

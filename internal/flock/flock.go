@@ -3,10 +3,20 @@
 // place cordon's evidence code touches a system call.
 package flock
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 // Lock blocks until it holds an exclusive lock on f.
 func Lock(f *os.File) error { return lock(f) }
+
+// ErrHeld is returned by TryLock when another open file holds the lock.
+var ErrHeld = errors.New("the lock is held by another")
+
+// TryLock takes an exclusive lock on f without waiting: it returns
+// ErrHeld when another open file (in this process or another) holds it.
+func TryLock(f *os.File) error { return tryLock(f) }
 
 // Unlock releases the lock on f.
 func Unlock(f *os.File) error { return unlock(f) }

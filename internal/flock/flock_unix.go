@@ -16,6 +16,19 @@ func lock(f *os.File) error {
 	}
 }
 
+func tryLock(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.EWOULDBLOCK:
+			return ErrHeld
+		}
+		return err
+	}
+}
+
 func unlock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
 
 const (

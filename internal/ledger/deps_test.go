@@ -14,6 +14,7 @@ var pure = []string{
 	"github.com/cordon-dev/cordon/conformance",
 	"github.com/cordon-dev/cordon/grant",
 	"github.com/cordon-dev/cordon/tier",
+	"github.com/cordon-dev/cordon/tier/selection",
 }
 
 var forbidden = []string{"net", "net/http", "net/rpc", "os/exec", "database/sql", "syscall", "os/signal", "plugin", "unsafe"}
@@ -63,5 +64,36 @@ func TestPurePackages(t *testing.T) {
 	}
 	if checked < 5 {
 		t.Fatalf("checked only %d packages", checked)
+	}
+}
+
+// verifiers are the packages that check evidence offline. They name tiers
+// but never choose one, so they must not link the grant parser, nor,
+// through it, IDNA and Unicode normalization: a verifier's trusted code
+// stays small. conformance is not among them: its C2 and C5 vectors parse
+// grant sets and select tiers.
+var verifiers = []string{
+	"github.com/cordon-dev/cordon/evidence/receipt",
+	"github.com/cordon-dev/cordon/evidence/attest",
+	"github.com/cordon-dev/cordon/tier",
+}
+
+// TestVerifiersDoNotLinkGrant fails when a verifier, or the leaf package
+// tier, depends on grant, golang.org/x/net/idna or golang.org/x/text.
+func TestVerifiersDoNotLinkGrant(t *testing.T) {
+	for _, pkg := range verifiers {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list: %v\n%s", err, out)
+		}
+		deps := strings.Fields(string(out))
+		if len(deps) == 0 || deps[len(deps)-1] != pkg {
+			t.Fatalf("go list -deps %s: unexpected output\n%s", pkg, out)
+		}
+		for _, dep := range deps {
+			if dep == "github.com/cordon-dev/cordon/grant" || dep == "golang.org/x/net/idna" || strings.HasPrefix(dep, "golang.org/x/text/") {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
 	}
 }
