@@ -102,6 +102,9 @@ func runRun(e *env, args []string) error {
 		return withHint(fmt.Errorf("run: %w", err), fmt.Sprintf("a crash left a partial last entry; 'cordon journal repair %s' removes it",
 			filepath.Join(ws, runner.StateDir, runner.JournalFile)))
 	}
+	if errors.Is(err, runner.ErrLocked) {
+		return withHint(fmt.Errorf("run: %w", err), "another cordon run is using this workspace; run again when it has finished")
+	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
