@@ -150,6 +150,7 @@ type Proxy struct {
 
 	conns, denied, bytesUp, bytesDown atomic.Int64
 	records, dropped                  atomic.Int64
+	recMu                             sync.Mutex // serializes record: counting and emitting
 
 	wg sync.WaitGroup // one per admitted ServeConn
 
@@ -202,8 +203,13 @@ func (p *Proxy) Stats() Stats {
 // the record that reaches the cap is followed by the cap's own denial.
 // A decision past the cap (of a connection admitted before it) is
 // counted as dropped.
+//
+// Records are emitted one at a time, in the order they are counted, so
+// the cap's denial is always the last record.
 func (p *Proxy) record(r Record) {
 	r.Duration = time.Since(r.Start)
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
 	n := p.records.Add(1)
 	if n > p.cfg.MaxRecords {
 		p.dropped.Add(1)
@@ -212,9 +218,13 @@ func (p *Proxy) record(r Record) {
 	p.emit(r)
 	if n == p.cfg.MaxRecords {
 		p.emit(Record{Rule: ruleLimit, Start: time.Now(),
-			Reason: fmt.Sprintf("the cap of %d recorded egress decisions is reached; later connections are closed unrecorded", p.cfg.MaxRecords)})
+			Reason: fmt.Sprintf("the cap of %d recorded egress decisions is reached; later connections and requests are closed unrecorded", p.cfg.MaxRecords)})
 	}
 }
+
+// capped reports whether the record cap is reached: no decision may be
+// made any more, since none could be recorded.
+func (p *Proxy) capped() bool { return p.records.Load() >= p.cfg.MaxRecords }
 
 func (p *Proxy) emit(r Record) {
 	if !r.Allow {
@@ -369,7 +379,18 @@ func (p *Proxy) release(s *session) {
 func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) {
 	start := time.Now()
 	p.conns.Add(1)
-	if p.records.Load() >= p.cfg.MaxRecords {
+	// Every call is waited for by Close, the refused ones too: a record
+	// (the MaxConns denial) is never emitted after Close returned.
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	if p.capped() {
 		p.dropped.Add(1)
 		c.Close()
 		return
@@ -392,6 +413,13 @@ func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) {
 	br := bufio.NewReaderSize(cr, max(p.cfg.MaxHeaderBytes, 4096))
 	for first := true; ; first = false {
 		req, rec, ok := p.readRequest(s, cr, br, first)
+		if ok && p.capped() {
+			// A connection admitted before the cap asks again after it
+			// (a kept-alive request, an idle CONNECT): nothing is decided
+			// that could not be recorded.
+			p.dropped.Add(1)
+			return
+		}
 		if !ok {
 			if rec != nil {
 				p.record(*rec)

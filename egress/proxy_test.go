@@ -650,3 +650,68 @@ func TestRecordConcurrency(t *testing.T) {
 		t.Errorf("denied %d, Stats %+v; want 10 denials of 20", denied, s)
 	}
 }
+
+// TestCapClosesKeptAliveConnections: a connection admitted before the
+// record cap that asks again after it — a kept-alive request — is closed
+// without a decision: nothing is dialled or forwarded unrecorded.
+func TestCapClosesKeptAliveConnections(t *testing.T) {
+	web, port := webServer(t)
+	env := newEnv(t, enforcer(t, []string{hostRule("allowed.test", port)}), func(c *Config) { c.MaxRecords = 3 })
+	env.allowDial(web, web)
+	target := fmt.Sprintf("allowed.test:%d", port)
+	keep := env.open() // admitted before the cap; asks nothing yet
+	waitFor(t, func() bool { return env.p.Stats().Active == 1 })
+	for i := 0; i < 3; i++ {
+		if _, resp, _ := env.connect("evil.test:443"); resp.StatusCode != 403 {
+			t.Fatalf("denial %d: %s", i, resp.Status)
+		}
+	}
+	env.records(4) // three denials and the cap's
+	io.WriteString(keep, "POST http://"+target+"/exfil HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\n\r\nsecret")
+	if _, err := keep.br.ReadByte(); err == nil {
+		t.Fatal("a request after the cap was answered")
+	}
+	if d := env.dialed(); len(d) != 0 {
+		t.Fatalf("dialled %v after the cap", d)
+	}
+	if recs := env.records(4); len(recs) != 4 || recs[3].Rule != "limit" {
+		t.Fatalf("records %v", recs)
+	}
+}
+
+// TestCloseWaitsForRefusedRecords: Close waits for every ServeConn call,
+// also one refused for MaxConns that is still recording its denial, so
+// no record is emitted after Close returned.
+func TestCloseWaitsForRefusedRecords(t *testing.T) {
+	echo, port := echoServer(t)
+	inRecord := make(chan struct{})
+	release := make(chan struct{})
+	env := newEnv(t, enforcer(t, []string{cidrRule("127.0.0.1/32", port)}), func(c *Config) {
+		c.MaxConns = 1
+		c.Record = func(r Record) {
+			if r.Rule == ruleLimit {
+				close(inRecord)
+				<-release
+			}
+		}
+	})
+	env.allowDial(echo, echo)
+	hold := env.open()
+	io.WriteString(hold, "CONNECT "+echo+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitFor(t, func() bool { return env.p.Stats().Active == 1 })
+	c2, err := net.Dial("tcp", env.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	<-inRecord
+	closed := make(chan struct{})
+	go func() { env.p.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Errorf("Close returned while the MaxConns denial was still being recorded")
+	case <-time.After(time.Second):
+	}
+	close(release)
+	<-closed
+}

@@ -3,10 +3,11 @@ package energy
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cordon-dev/cordon/internal/nofollow"
 )
 
 // DefaultPowercap is where Linux exposes RAPL.
@@ -38,7 +39,7 @@ func NewRAPL(root string) (*RAPL, error) {
 	}
 	r := &RAPL{root: root}
 	for _, z := range zones {
-		nameB, err := os.ReadFile(filepath.Join(z, "name"))
+		nameB, err := nofollow.Read(filepath.Join(z, "name"), 256)
 		if err != nil {
 			return nil, fmt.Errorf("%w: RAPL %s: %v", ErrUnavailable, z, err)
 		}
@@ -69,8 +70,11 @@ func NewRAPL(root string) (*RAPL, error) {
 	return r, nil
 }
 
+// readUint reads a counter file: a regular file (sysfs attributes are),
+// never through a symbolic link at its name and never blocking on a FIFO
+// planted in its place.
 func readUint(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
+	b, err := nofollow.Read(path, 64)
 	if err != nil {
 		return 0, err
 	}

@@ -178,9 +178,14 @@ func (m *metering) measure(classes []string, cpuNS, wallNS uint64) (*Energy, err
 		if t, ok := m.trackers[c]; ok {
 			delete(m.trackers, c)
 			total, err := t.Stop()
-			if err != nil {
+			switch {
+			case err != nil:
 				why = err.Error()
-			} else {
+			case total == 0 && c == "cpu" && cpuNS > 0:
+				// A counter that did not move while commands ran is not
+				// measuring them (a stale or fake tree): not HwShunt.
+				why = fmt.Sprintf("%s: the counters did not move while commands used %d ns of CPU", meterSource(m.all[c]), cpuNS)
+			default:
 				d.Provenance, rec.Provenance = receipt.HwShunt, receipt.HwShunt
 				rec.Source = meterSource(m.all[c]) // before the deferred close
 				measured := total

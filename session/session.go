@@ -15,6 +15,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -284,6 +285,15 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 	if c.Wall > 0 {
 		limits.Wall = c.Wall
 	}
+	// The decision and the command entry name argv and every output: a
+	// command whose record could not be written is refused before it
+	// runs, so nothing runs unrecorded.
+	if n := recordSize(c); n > journal.MaxLine {
+		big := c
+		big.Argv = nil
+		return nil, s.refuse(big, fmt.Errorf("%w: this command's record could reach %d bytes, more than a journal line takes (%d); its argv (%s) is not recorded",
+			ErrRefused, n, journal.MaxLine, argvID(c.Argv)))
+	}
 	if s.cfg.Before != nil {
 		if err := s.cfg.Before(ctx, Effect{Kind: "exec", Argv: c.Argv, Tier: t}); err != nil {
 			return nil, s.refuse(c, fmt.Errorf("%w: %w", ErrRefused, err))
@@ -345,11 +355,22 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 	failed := egErr
 	egMu.Unlock()
 	if failed != nil {
-		// A decision is missing from the record: nothing more is written
-		// under it, and the command's outcome is not vouched for.
-		return nil, fmt.Errorf("session: egress decisions were not all recorded: %w", failed)
+		// A decision is missing from the record. The command still gets
+		// its entry, with what it did and why its record is incomplete,
+		// and its outcome is not vouched for: the caller gets an error.
+		failed = fmt.Errorf("session: egress decisions were not all recorded: %w", failed)
+		if _, err := s.rec.Record(commandEntry(c, gs, res, failed, egStats)); err != nil {
+			return nil, fmt.Errorf("%w; and the command entry: %w", failed, err)
+		}
+		return nil, failed
 	}
 	if runErr != nil {
+		if ctx.Err() != nil && !errors.Is(runErr, ctx.Err()) {
+			runErr = fmt.Errorf("%w (%w)", runErr, ctx.Err())
+		}
+		if ctx.Err() != nil {
+			runErr = fmt.Errorf("interrupted: the run was killed before its outcome was read: %w", runErr)
+		}
 		if _, err := s.rec.Record(commandEntry(c, gs, nil, runErr, egStats)); err != nil {
 			return nil, err
 		}
@@ -384,36 +405,81 @@ func (s *Session) refuse(c Command, err error) error {
 }
 
 func commandEntry(c Command, gs *grant.Set, res *sandbox.Result, err error, eg egress.Stats) entry.Command {
-	body := entry.Command{Task: c.Task, ID: c.ID, Kind: c.Kind, Argv: c.Argv, Grants: gs.ID().String(), EgressDropped: eg.Dropped,
-		Outputs: map[string]string{}}
-	if body.Argv == nil {
-		body.Argv = []string{}
+	body := entry.Command{Task: c.Task, ID: c.ID, Kind: c.Kind, Argv: make([]string, len(c.Argv)), Grants: gs.ID().String(),
+		EgressDropped: eg.Dropped, Outputs: map[string]string{}}
+	for i, a := range c.Argv {
+		var quoted bool
+		if body.Argv[i], quoted = entry.Text(a); quoted {
+			body.Quoted = append(body.Quoted, fmt.Sprintf("argv[%d]", i))
+		}
 	}
 	if err != nil {
-		body.Error = oneLine(err.Error())
+		body.Error = quote(&body.Quoted, "error", oneLine(err.Error()))
+	}
+	if res == nil {
 		return body
 	}
 	exit := res.ExitCode
 	body.Tier, body.Exit, body.Signal, body.TimedOut, body.OOMKills = res.Tier.String(), &exit, res.Signal, res.TimedOut, res.OOMKills
-	body.Program = &entry.Program{Path: res.Program.Path, B3: res.Program.B3.String()}
+	body.Program = &entry.Program{Path: quote(&body.Quoted, "program.path", res.Program.Path), B3: res.Program.B3.String()}
 	body.CPUNS, body.WallUS, body.PeakMemoryBytes = res.CPUNanos, res.Wall().Microseconds(), res.PeakMemoryBytes
 	for _, f := range res.Outputs {
-		body.Outputs[f.Path] = f.ID.String()
+		body.Outputs[f.Path] = f.ID.String() // stage.CheckPath: outputs are plain text
 	}
 	if res.OutputsErr != nil {
-		body.OutputsError = oneLine(res.OutputsErr.Error())
+		body.OutputsError = quote(&body.Quoted, "outputs_error", oneLine(res.OutputsErr.Error()))
 	}
 	return body
 }
 
+// quote is entry.Text(s), naming member in quoted when it was quoted.
+func quote(quoted *[]string, member, s string) string {
+	t, q := entry.Text(s)
+	if q {
+		*quoted = append(*quoted, member)
+	}
+	return t
+}
+
 func egressEntry(c Command, r egress.Record) entry.Egress {
-	e := entry.Egress{Task: c.Task, ID: c.ID, Method: r.Method, Host: r.Host, Port: r.Port, Allow: r.Allow,
-		Rule: r.Rule, Reason: clip(r.Reason, 1024), Status: r.Status, Error: clip(r.Error, 1024),
+	e := entry.Egress{Task: c.Task, ID: c.ID, Port: r.Port, Allow: r.Allow, Status: r.Status,
 		BytesUp: r.BytesUp, BytesDown: r.BytesDown, StartUS: r.Start.UnixMicro(), DurationUS: r.Duration.Microseconds()}
+	// Method, host and the texts come from the program's request, or
+	// name it: quoted when they are not plain text, never dropped.
+	e.Method = quote(&e.Quoted, "method", r.Method)
+	e.Host = quote(&e.Quoted, "host", r.Host)
+	e.Rule = quote(&e.Quoted, "rule", r.Rule)
+	e.Reason = quote(&e.Quoted, "reason", clip(r.Reason, 1024))
+	e.Error = quote(&e.Quoted, "error", clip(r.Error, 1024))
 	if r.Addr.IsValid() {
 		e.Addr = r.Addr.String()
 	}
 	return e
+}
+
+// recordSize bounds the bytes of the larger of the command's two
+// entries, its decision and its command entry: argv as they write it
+// (entry.Text's form, JSON-escaped, which the canonical form never
+// exceeds), its outputs with their ContentIds, and room for every other
+// member.
+func recordSize(c Command) int {
+	n := 8192
+	for _, a := range c.Argv {
+		t, _ := entry.Text(a)
+		b, _ := json.Marshal(t)
+		n += len(b) + 16
+	}
+	for _, o := range c.Outputs {
+		b, _ := json.Marshal(o)
+		n += len(b) + 64
+	}
+	return n
+}
+
+// argvID names an argv too large to record by the ContentId of its JSON.
+func argvID(argv []string) string {
+	b, _ := json.Marshal(argv)
+	return canon.Sum(b).String()
 }
 
 // Ran reports whether a command ran, and the highest tier one ran at.

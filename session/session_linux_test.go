@@ -504,3 +504,83 @@ func cpuSelf(tb testing.TB) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestEgressTextQuoted: a program that asks the proxy for a host that is
+// not plain text (a noncharacter) cannot lose its egress entry, nor its
+// command entry: the host is written quoted, and the outcome follows.
+func TestEgressTextQuoted(t *testing.T) {
+	const prog = `import socket
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT \xef\xbf\xbf\xff:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+s.recv(4096)
+open("/work/out.txt", "w").write("ran\n")
+`
+	f := newFixture(t)
+	if err := os.WriteFile(filepath.Join(f.ws, "p.py"), []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(t.Context(), Config{Grants: parseGrants(t, egressGrants), StateDir: f.state, Workspace: f.ws, Recorder: f.rec, Meters: Meters{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Exec(t.Context(), Command{Argv: []string{"python3", "p.py"}, Inputs: []string{"p.py"}, Outputs: []string{"out.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Result.ExitCode != 0 {
+		t.Fatalf("exit %d", out.Result.ExitCode)
+	}
+	es := f.entries(t)
+	if got := strings.Join(types(es), ","); got != "decision,egress,command" {
+		t.Fatalf("entries %s", got)
+	}
+	eg := body(t, es[1])
+	if eg["host"] != `"\ufffd\xff"` && !strings.HasPrefix(fmt.Sprint(eg["host"]), `"`) {
+		t.Fatalf("egress host %q", eg["host"])
+	}
+	if q := fmt.Sprint(eg["quoted"]); !strings.Contains(q, "host") || eg["allow"] != false {
+		t.Fatalf("egress entry %v", eg)
+	}
+	if cmd := body(t, es[2]); cmd["exit"] != 0.0 || cmd["outputs"].(map[string]any)["out.txt"] == nil {
+		t.Fatalf("command entry %v", cmd)
+	}
+	// An argv that is not text is refused by the grant decision; its
+	// command entry still encodes, the argument quoted.
+	var ee *sandbox.ExitError
+	if _, err := s.Exec(t.Context(), Command{Argv: []string{"python3", "\xfe arg"}}); !errors.As(err, &ee) {
+		t.Fatalf("exec of a non-text argv: %v", err)
+	}
+	es = f.entries(t)
+	cmd := body(t, es[len(es)-1])
+	if argv := cmd["argv"].([]any); es[len(es)-1].Type != "command" || argv[1] != `"\xfe arg"` || !strings.Contains(fmt.Sprint(cmd["quoted"]), "argv[1]") {
+		t.Fatalf("command entry %v", cmd)
+	}
+}
+
+// TestOversizedRecordRefused: a command whose entries could not fit in a
+// journal line is refused before it runs, and the refusal is recorded
+// (naming its argv by ContentId), so it cannot run unrecorded.
+func TestOversizedRecordRefused(t *testing.T) {
+	f := newFixture(t)
+	s, err := Open(t.Context(), Config{Grants: parseGrants(t, testGrants), StateDir: f.state, Workspace: f.ws, Recorder: f.rec, Meters: Meters{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	big := strings.Repeat("a", 130_000)
+	argv := []string{"sh", "-c", "echo RAN > /work/out.txt"}
+	for range 9 {
+		argv = append(argv, big)
+	}
+	if _, err := s.Exec(t.Context(), Command{Argv: argv, Outputs: []string{"out.txt"}}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "more than a journal line takes") {
+		t.Fatalf("exec: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, "out.txt")); err == nil {
+		t.Fatal("the oversized command ran")
+	}
+	es := f.entries(t)
+	if len(es) != 1 || es[0].Type != "command" || !strings.Contains(fmt.Sprint(body(t, es[0])["error"]), "b3:") {
+		t.Fatalf("entries %v", types(es))
+	}
+}

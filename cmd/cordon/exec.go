@@ -121,6 +121,12 @@ func runExec(e *env, args []string) error {
 	} else if *keyFile != "" {
 		return &usageError{msg: "exec: --key given without --receipt"}
 	}
+	if *receiptFile != "" && *powercap != energy.DefaultPowercap && *journalFile == "" {
+		// The receipt does not say which tree metered it; the journal's
+		// meter entry does, so a receipt metered from another tree needs it.
+		return &usageError{msg: "exec: --powercap other than " + energy.DefaultPowercap + " with --receipt needs --journal",
+			hint: "the journal's meter entry records which powercap tree measured the receipt's energy"}
+	}
 	state, err := execStateDir(*stateDir)
 	if err != nil {
 		return refuse(fmt.Errorf("exec: %w", err))
@@ -186,6 +192,9 @@ func runExec(e *env, args []string) error {
 			code = 143
 		}
 		fmt.Fprintf(e.stderr, "cordon: error: exec: interrupted by %s; the run was killed\n", signalName(sig))
+		if _, err := s.StopMeters(); err != nil { // the journal ends as every run's does
+			fmt.Fprintf(e.stderr, "cordon: error: exec: journal: %s\n", oneLine(err.Error()))
+		}
 		return &exitStatus{code: code}
 	}
 	if err != nil {

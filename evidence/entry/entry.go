@@ -14,6 +14,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 )
@@ -60,6 +62,29 @@ func Encode(b Body) (canon.Value, error) {
 	return v, nil
 }
 
+// Text returns s as it can stand in a canonical document: s itself when
+// it is valid text (UTF-8 without noncharacters), otherwise Go's
+// strconv.QuoteToASCII of it, and whether it was quoted. Writers pass
+// every string that came from outside (argv, hosts from the wire, error
+// texts) through it and name the quoted members in the body's quoted
+// list, so a body always encodes and two strings never share a record
+// (as grant.Decision.Record does).
+func Text(s string) (string, bool) {
+	if utf8.ValidString(s) {
+		ok := true
+		for _, r := range s {
+			if r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return s, false
+		}
+	}
+	return strconv.QuoteToASCII(s), true
+}
+
 // Decision is a grant decision (grant.Decision.Record): the sandbox's
 // exec decision, and any other decision a writer journals. Its record
 // carries "type": "cordon.decision.v1".
@@ -102,6 +127,7 @@ type Command struct {
 	PeakMemoryBytes int64             `json:"peak_memory_bytes,omitempty"`
 	EgressDropped   int64             `json:"egress_dropped,omitempty"`
 	Error           string            `json:"error,omitempty"`
+	Quoted          []string          `json:"quoted,omitempty"` // members written as Text quotes them: "argv[i]", "error"
 }
 
 func (Command) Name() string { return "command" }
@@ -109,21 +135,22 @@ func (Command) Name() string { return "command" }
 // Egress is one egress decision of a command, streamed by the session as
 // the proxy decides it.
 type Egress struct {
-	Task       string `json:"task,omitempty"`
-	ID         string `json:"id,omitempty"`
-	Method     string `json:"method"`
-	Host       string `json:"host"`
-	Port       int    `json:"port"`
-	Addr       string `json:"addr,omitempty"`
-	Allow      bool   `json:"allow"`
-	Rule       string `json:"rule"`
-	Reason     string `json:"reason,omitempty"`
-	Status     int    `json:"status"`
-	Error      string `json:"error,omitempty"`
-	BytesUp    int64  `json:"bytes_up"`
-	BytesDown  int64  `json:"bytes_down"`
-	StartUS    int64  `json:"start_us"` // µs since the epoch: ns would pass 2^53
-	DurationUS int64  `json:"duration_us"`
+	Task       string   `json:"task,omitempty"`
+	ID         string   `json:"id,omitempty"`
+	Method     string   `json:"method"`
+	Host       string   `json:"host"`
+	Port       int      `json:"port"`
+	Addr       string   `json:"addr,omitempty"`
+	Allow      bool     `json:"allow"`
+	Rule       string   `json:"rule"`
+	Reason     string   `json:"reason,omitempty"`
+	Status     int      `json:"status"`
+	Error      string   `json:"error,omitempty"`
+	BytesUp    int64    `json:"bytes_up"`
+	BytesDown  int64    `json:"bytes_down"`
+	StartUS    int64    `json:"start_us"` // µs since the epoch: ns would pass 2^53
+	DurationUS int64    `json:"duration_us"`
+	Quoted     []string `json:"quoted,omitempty"` // members written as Text quotes them: "host", "method", …
 }
 
 func (Egress) Name() string { return "egress" }

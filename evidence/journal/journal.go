@@ -295,7 +295,7 @@ func VerifyAgainst(r io.Reader, want Head) (Head, error) {
 // refuses to extend a broken or torn one; it writes the line with one
 // write and syncs it before returning.
 func Append(path, typ string, body canon.Value) (Entry, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|flock.NoFollow, 0o600)
+	f, err := openJournal(path)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -326,6 +326,25 @@ func Append(path, typ string, body canon.Value) (Entry, error) {
 
 var testHookBeforeWrite func(f *os.File, e Entry)
 
+// openJournal opens (creating) the journal at path for appending. A
+// symbolic link at path is refused, and so is anything that is not a
+// regular file — a FIFO would block the chain's verification forever.
+func openJournal(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|flock.NoFollow|flock.NonBlock, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("journal %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // Writer appends many entries under one lock: Open verifies the chain once
 // and later appends extend the verified head, instead of re-reading the
 // whole journal each time as Append does. Other appenders, in this process
@@ -343,7 +362,7 @@ type Writer struct {
 // Open locks the journal at path (creating it if needed), verifies it and
 // returns a Writer positioned at its head.
 func Open(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|flock.NoFollow, 0o600)
+	f, err := openJournal(path)
 	if err != nil {
 		return nil, err
 	}

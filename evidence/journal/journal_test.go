@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/sign"
@@ -290,5 +292,27 @@ func TestWriter(t *testing.T) {
 	}
 	if _, err := Append(path, "decision", body(t, `{"after":"refusal"}`)); err != nil {
 		t.Fatalf("the journal was damaged by a refused entry: %v", err)
+	}
+}
+
+// TestOpenRefusesFIFO: a FIFO at the journal's path is refused at once,
+// never read (which would block forever).
+func TestOpenRefusesFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "j.jsonl")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	go func() { _, err := Open(p); done <- err }()
+	go func() { _, err := Append(p, "x", canon.Value{}); done <- err }()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Fatalf("a FIFO journal: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("opening a FIFO journal blocked")
+		}
 	}
 }
