@@ -102,6 +102,8 @@ type Record struct {
 	BytesUp, BytesDown int64 // tunnelled or forwarded bytes, client→upstream and back
 	Start              time.Time
 	Duration           time.Duration
+
+	reserved bool // the request holds a record slot (Proxy.reserve)
 }
 
 // String formats r in one line; for a denial it names the grant entry that
@@ -149,8 +151,9 @@ type Proxy struct {
 	cfg Config
 
 	conns, denied, bytesUp, bytesDown atomic.Int64
-	records, dropped                  atomic.Int64
-	recMu                             sync.Mutex // serializes record: counting and emitting
+	slots, dropped                    atomic.Int64 // slots: record slots taken, at most MaxRecords; changed under recMu
+	recMu                             sync.Mutex   // serializes record and reserve
+	emitted                           int64        // records emitted; guarded by recMu
 
 	wg sync.WaitGroup // one per admitted ServeConn
 
@@ -199,32 +202,48 @@ func (p *Proxy) Stats() Stats {
 		Dropped: p.dropped.Load(), BytesUp: p.bytesUp.Load(), BytesDown: p.bytesDown.Load()}
 }
 
-// record completes r and hands it to Config.Record, up to MaxRecords;
-// the record that reaches the cap is followed by the cap's own denial.
-// A decision past the cap (of a connection admitted before it) is
-// counted as dropped.
-//
-// Records are emitted one at a time, in the order they are counted, so
-// the cap's denial is always the last record.
+// record completes r and hands it to Config.Record. Every record takes
+// one of MaxRecords slots: a request's slot is reserved when it is read,
+// before anything is decided or dialled (reserve), so an allowance
+// recorded when its connection ends always has one; any other record (a
+// malformed request, the MaxConns refusal) takes a slot now or, with
+// none left, is counted as dropped. The record that fills the last slot
+// is followed by the cap's own denial. Records are emitted one at a time,
+// so the cap's denial is always the last.
 func (p *Proxy) record(r Record) {
 	r.Duration = time.Since(r.Start)
 	p.recMu.Lock()
 	defer p.recMu.Unlock()
-	n := p.records.Add(1)
-	if n > p.cfg.MaxRecords {
-		p.dropped.Add(1)
-		return
+	if !r.reserved {
+		if p.slots.Load() >= p.cfg.MaxRecords {
+			p.dropped.Add(1)
+			return
+		}
+		p.slots.Add(1)
 	}
 	p.emit(r)
-	if n == p.cfg.MaxRecords {
+	p.emitted++
+	if p.emitted == p.cfg.MaxRecords {
 		p.emit(Record{Rule: ruleLimit, Start: time.Now(),
 			Reason: fmt.Sprintf("the cap of %d recorded egress decisions is reached; later connections and requests are closed unrecorded", p.cfg.MaxRecords)})
 	}
 }
 
-// capped reports whether the record cap is reached: no decision may be
-// made any more, since none could be recorded.
-func (p *Proxy) capped() bool { return p.records.Load() >= p.cfg.MaxRecords }
+// reserve takes a record slot for a request about to be decided, or
+// reports that none is left: then nothing may be decided, since nothing
+// could be recorded.
+func (p *Proxy) reserve() bool {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	if p.slots.Load() >= p.cfg.MaxRecords {
+		return false
+	}
+	p.slots.Add(1)
+	return true
+}
+
+// capped reports whether every record slot is taken.
+func (p *Proxy) capped() bool { return p.slots.Load() >= p.cfg.MaxRecords }
 
 func (p *Proxy) emit(r Record) {
 	if !r.Allow {
@@ -413,12 +432,15 @@ func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) {
 	br := bufio.NewReaderSize(cr, max(p.cfg.MaxHeaderBytes, 4096))
 	for first := true; ; first = false {
 		req, rec, ok := p.readRequest(s, cr, br, first)
-		if ok && p.capped() {
-			// A connection admitted before the cap asks again after it
-			// (a kept-alive request, an idle CONNECT): nothing is decided
-			// that could not be recorded.
+		if ok && !p.reserve() {
+			// No record slot is left (a connection admitted before the
+			// cap asks after it: a kept-alive request, an idle CONNECT):
+			// nothing is decided that could not be recorded.
 			p.dropped.Add(1)
 			return
+		}
+		if ok {
+			rec.reserved = true
 		}
 		if !ok {
 			if rec != nil {

@@ -715,3 +715,42 @@ func TestCloseWaitsForRefusedRecords(t *testing.T) {
 	close(release)
 	<-closed
 }
+
+// TestAllowedTunnelKeepsItsSlot: a tunnel allowed before the cap and
+// ended after it keeps the record slot it reserved when it was decided:
+// its record (with its bytes) is emitted, and the cap's denial still
+// comes last.
+func TestAllowedTunnelKeepsItsSlot(t *testing.T) {
+	echo, port := echoServer(t)
+	env := newEnv(t, enforcer(t, []string{cidrRule("127.0.0.1/32", port)}), func(c *Config) { c.MaxRecords = 3 })
+	env.allowDial(echo, echo)
+	tun := env.mustConnect(echo)
+	io.WriteString(tun, "exfiltrated-secret")
+	buf := make([]byte, 18)
+	if _, err := io.ReadFull(tun.br, buf); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, resp, _ := env.connect("evil.test:443"); resp.StatusCode != 403 {
+			t.Fatalf("denial %d: %s", i, resp.Status)
+		}
+	}
+	// Every slot is taken (the tunnel's and two denials): a fourth
+	// request is closed undecided.
+	c := env.open()
+	io.WriteString(c, "CONNECT evil.test:443 HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := c.br.ReadByte(); err == nil {
+		t.Fatal("a request past the cap was answered")
+	}
+	tun.Close()
+	recs := env.records(4)
+	if len(recs) != 4 {
+		t.Fatalf("%d records: %v", len(recs), recs)
+	}
+	if r := recs[2]; !r.Allow || r.BytesUp != 18 || r.BytesDown != 18 {
+		t.Fatalf("the tunnel's record %+v", r)
+	}
+	if last := recs[3]; last.Rule != "limit" || last.Allow {
+		t.Fatalf("last record %+v, want the cap's denial", last)
+	}
+}

@@ -19,7 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -359,7 +361,11 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 		// its entry, with what it did and why its record is incomplete,
 		// and its outcome is not vouched for: the caller gets an error.
 		failed = fmt.Errorf("session: egress decisions were not all recorded: %w", failed)
-		if _, err := s.rec.Record(commandEntry(c, gs, res, failed, egStats)); err != nil {
+		body := commandEntry(c, gs, res, failed, egStats)
+		if err := s.splitOutputs(c, &body); err != nil {
+			return nil, fmt.Errorf("%w; and the command's outputs: %w", failed, err)
+		}
+		if _, err := s.rec.Record(body); err != nil {
 			return nil, fmt.Errorf("%w; and the command entry: %w", failed, err)
 		}
 		return nil, failed
@@ -379,13 +385,16 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 	s.ran = true
 	s.tier = max(s.tier, res.Tier)
 	s.cpuNS += res.CPUNanos
-	for _, f := range res.Outputs {
-		s.outs[f.Path] = f.ID.String()
+	for p, id := range outputs(res) {
+		s.outs[p] = id
 	}
 	body := commandEntry(c, gs, res, nil, egStats)
 	if c.Capture > 0 {
 		body.Stdout = canon.Sum(stdout.buf).String()
 		body.Stderr = canon.Sum(stderr.buf).String()
+	}
+	if err := s.splitOutputs(c, &body); err != nil {
+		return nil, err
 	}
 	e, err := s.rec.Record(body)
 	if err != nil {
@@ -405,8 +414,11 @@ func (s *Session) refuse(c Command, err error) error {
 }
 
 func commandEntry(c Command, gs *grant.Set, res *sandbox.Result, err error, eg egress.Stats) entry.Command {
-	body := entry.Command{Task: c.Task, ID: c.ID, Kind: c.Kind, Argv: make([]string, len(c.Argv)), Grants: gs.ID().String(),
+	body := entry.Command{Argv: make([]string, len(c.Argv)), Grants: gs.ID().String(),
 		EgressDropped: eg.Dropped, Outputs: map[string]string{}}
+	body.Task = quote(&body.Quoted, "task", c.Task)
+	body.ID = quote(&body.Quoted, "id", c.ID)
+	body.Kind = quote(&body.Quoted, "kind", c.Kind)
 	for i, a := range c.Argv {
 		var quoted bool
 		if body.Argv[i], quoted = entry.Text(a); quoted {
@@ -414,7 +426,7 @@ func commandEntry(c Command, gs *grant.Set, res *sandbox.Result, err error, eg e
 		}
 	}
 	if err != nil {
-		body.Error = quote(&body.Quoted, "error", oneLine(err.Error()))
+		body.Error = quote(&body.Quoted, "error", clip(oneLine(err.Error()), maxText))
 	}
 	if res == nil {
 		return body
@@ -423,13 +435,29 @@ func commandEntry(c Command, gs *grant.Set, res *sandbox.Result, err error, eg e
 	body.Tier, body.Exit, body.Signal, body.TimedOut, body.OOMKills = res.Tier.String(), &exit, res.Signal, res.TimedOut, res.OOMKills
 	body.Program = &entry.Program{Path: quote(&body.Quoted, "program.path", res.Program.Path), B3: res.Program.B3.String()}
 	body.CPUNS, body.WallUS, body.PeakMemoryBytes = res.CPUNanos, res.Wall().Microseconds(), res.PeakMemoryBytes
-	for _, f := range res.Outputs {
-		body.Outputs[f.Path] = f.ID.String() // stage.CheckPath: outputs are plain text
+	for p, id := range outputs(res) {
+		body.Outputs[p] = id
 	}
 	if res.OutputsErr != nil {
-		body.OutputsError = quote(&body.Quoted, "outputs_error", oneLine(res.OutputsErr.Error()))
+		body.OutputsError = quote(&body.Quoted, "outputs_error", clip(oneLine(res.OutputsErr.Error()), maxText))
 	}
 	return body
+}
+
+// maxText bounds an error text in an entry.
+const maxText = 4096
+
+// outputs is what came back, path → ContentId. The paths of files inside
+// a declared directory are the program's choice: one that is not plain
+// text is written as entry.PathText quotes it (the declared paths
+// themselves are refused unless plain, by stage.CheckPath).
+func outputs(res *sandbox.Result) map[string]string {
+	m := make(map[string]string, len(res.Outputs))
+	for _, f := range res.Outputs {
+		p, _ := entry.PathText(f.Path)
+		m[p] = f.ID.String()
+	}
+	return m
 }
 
 // quote is entry.Text(s), naming member in quoted when it was quoted.
@@ -442,8 +470,10 @@ func quote(quoted *[]string, member, s string) string {
 }
 
 func egressEntry(c Command, r egress.Record) entry.Egress {
-	e := entry.Egress{Task: c.Task, ID: c.ID, Port: r.Port, Allow: r.Allow, Status: r.Status,
+	e := entry.Egress{Port: r.Port, Allow: r.Allow, Status: r.Status,
 		BytesUp: r.BytesUp, BytesDown: r.BytesDown, StartUS: r.Start.UnixMicro(), DurationUS: r.Duration.Microseconds()}
+	e.Task = quote(&e.Quoted, "task", c.Task)
+	e.ID = quote(&e.Quoted, "id", c.ID)
 	// Method, host and the texts come from the program's request, or
 	// name it: quoted when they are not plain text, never dropped.
 	e.Method = quote(&e.Quoted, "method", r.Method)
@@ -457,13 +487,59 @@ func egressEntry(c Command, r egress.Record) entry.Egress {
 	return e
 }
 
+// maxOutputsPart bounds the outputs of one outputs entry, in bytes of
+// their JSON, well under a journal line.
+const maxOutputsPart = 256 << 10
+
+// splitOutputs moves a command's outputs into outputs entries, streamed
+// before its command entry, when they would make that entry longer than
+// a journal line takes (a declared directory can bring back thousands of
+// files): the command entry then names their number and the ContentId of
+// the whole map. Every output is recorded; none is dropped.
+func (s *Session) splitOutputs(c Command, body *entry.Command) error {
+	v, err := entry.Encode(*body)
+	if err != nil {
+		return err
+	}
+	if len(v.AppendJCS(nil)) <= journal.MaxLine/2 {
+		return nil
+	}
+	all, err := json.Marshal(body.Outputs)
+	if err != nil {
+		return err
+	}
+	j, err := canon.JCS(all)
+	if err != nil {
+		return err
+	}
+	paths := slices.Sorted(maps.Keys(body.Outputs))
+	part, size := entry.Outputs{Task: body.Task, ID: body.ID, Outputs: map[string]string{}}, 0
+	for _, p := range paths {
+		n := len(p) + len(body.Outputs[p]) + 16
+		if size > 0 && size+n > maxOutputsPart {
+			if err := s.rec.stream(part); err != nil {
+				return err
+			}
+			part = entry.Outputs{Task: body.Task, ID: body.ID, Part: part.Part + 1, Outputs: map[string]string{}}
+			size = 0
+		}
+		part.Outputs[p] = body.Outputs[p]
+		size += n
+	}
+	if err := s.rec.stream(part); err != nil {
+		return err
+	}
+	body.OutputsID, body.OutputsParts, body.Outputs = canon.Sum(j).String(), part.Part+1, map[string]string{}
+	return nil
+}
+
 // recordSize bounds the bytes of the larger of the command's two
 // entries, its decision and its command entry: argv as they write it
 // (entry.Text's form, JSON-escaped, which the canonical form never
 // exceeds), its outputs with their ContentIds, and room for every other
 // member.
 func recordSize(c Command) int {
-	n := 8192
+	n := 16384 // the program's path, a clipped error text (maxText), every other member
 	for _, a := range c.Argv {
 		t, _ := entry.Text(a)
 		b, _ := json.Marshal(t)

@@ -584,3 +584,107 @@ func TestOversizedRecordRefused(t *testing.T) {
 		t.Fatalf("entries %v", types(es))
 	}
 }
+
+// TestManyOutputsAllRecorded: a declared output directory that brings
+// back more files than one journal line can name still has every one
+// recorded: in outputs entries before the command entry, which names
+// their number and the ContentId of the whole map.
+func TestManyOutputsAllRecorded(t *testing.T) {
+	const n = 5000
+	f := newFixture(t)
+	s, err := Open(t.Context(), Config{Grants: parseGrants(t, testGrants), StateDir: f.state, Workspace: f.ws, Recorder: f.rec, Meters: Meters{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prog := fmt.Sprintf("import os\nos.mkdir('/work/d')\nfor i in range(%d): open('/work/d/%%05d%%s' %% (i, 'x'*235), 'w').close()\n", n)
+	out, err := s.Exec(t.Context(), Command{Argv: []string{"python3", "-c", prog}, Outputs: []string{"d"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Result.Outputs) != n {
+		t.Fatalf("%d outputs came back", len(out.Result.Outputs))
+	}
+	es := f.entries(t)
+	last := es[len(es)-1]
+	cmd := body(t, last)
+	parts := int(cmd["outputs_parts"].(float64))
+	if last.Type != "command" || parts < 2 || len(cmd["outputs"].(map[string]any)) != 0 {
+		t.Fatalf("command entry %v", cmd)
+	}
+	all := map[string]any{}
+	for i, e := range es[len(es)-1-parts : len(es)-1] {
+		b := body(t, e)
+		if e.Type != "outputs" || int(b["part"].(float64)) != i {
+			t.Fatalf("entry %d before the command: %s %v", i, e.Type, b["part"])
+		}
+		for k, v := range b["outputs"].(map[string]any) {
+			all[k] = v
+		}
+	}
+	if len(all) != n {
+		t.Fatalf("the outputs entries name %d files, want %d", len(all), n)
+	}
+	j, _ := json.Marshal(all)
+	c, _ := canon.JCS(j)
+	if cmd["outputs_id"] != canon.Sum(c).String() {
+		t.Fatalf("outputs_id %v is not the ContentId of the parts' union", cmd["outputs_id"])
+	}
+}
+
+// TestOutputNamesNotText: a file the program makes inside a declared
+// directory under a name that is not plain text refuses the copy-back
+// (the workspace is unchanged, and the command entry says why), and a
+// declared path that is not plain text is refused before anything runs:
+// journals and receipts name paths as they are.
+func TestOutputNamesNotText(t *testing.T) {
+	f := newFixture(t)
+	s, err := Open(t.Context(), Config{Grants: parseGrants(t, testGrants), StateDir: f.state, Workspace: f.ws, Recorder: f.rec, Meters: Meters{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range []string{`b"a\xffb"`, `"a\ufffeb".encode()`, `b"tab\there"`} {
+		prog := "import os\nos.mkdir(b'/work/d')\nopen(b'/work/d/plain', 'w').close()\nopen(b'/work/d/' + " + name + ", 'w').close()\n"
+		out, err := s.Exec(t.Context(), Command{Argv: []string{"python3", "-c", prog}, Outputs: []string{"d"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Result.ExitCode != 0 || out.Result.OutputsErr == nil || !strings.Contains(out.Result.OutputsErr.Error(), "not plain text") {
+			t.Fatalf("%s: exit %d, outputs error %v", name, out.Result.ExitCode, out.Result.OutputsErr)
+		}
+		if _, err := os.Stat(filepath.Join(f.ws, "d")); err == nil {
+			t.Fatalf("%s: the output directory came back", name)
+		}
+		es := f.entries(t)
+		if cmd := body(t, es[len(es)-1]); !strings.Contains(fmt.Sprint(cmd["outputs_error"]), "not plain text") {
+			t.Fatalf("%s: command entry %v", name, cmd)
+		}
+	}
+	var ee *sandbox.ExitError
+	if _, err := s.Exec(t.Context(), Command{Argv: []string{"true"}, Outputs: []string{"a\uFFFEb"}}); !errors.As(err, &ee) || !strings.Contains(err.Error(), "not plain text") {
+		t.Fatalf("a non-text declared output: %v", err)
+	}
+	if last := f.entries(t); last[len(last)-1].Type != "command" {
+		t.Fatal("the refusal has no command entry")
+	}
+}
+
+// TestHugeArgv0Recorded: a program name that cannot be run and is long
+// enough that an error repeating it twice would not fit a journal line
+// still ends in a command entry: error texts are clipped.
+func TestHugeArgv0Recorded(t *testing.T) {
+	f := newFixture(t)
+	s, err := Open(t.Context(), Config{Grants: parseGrants(t, testGrants), StateDir: f.state, Recorder: f.rec, Meters: Meters{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Exec(t.Context(), Command{Argv: []string{"/nonexistent/" + strings.Repeat("z", 700_000)}}); err == nil {
+		t.Fatal("ran a program that does not exist")
+	}
+	es := f.entries(t)
+	if len(es) == 0 || es[len(es)-1].Type != "command" {
+		t.Fatalf("entries %v", types(es))
+	}
+}

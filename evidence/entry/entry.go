@@ -85,6 +85,18 @@ func Text(s string) (string, bool) {
 	return strconv.QuoteToASCII(s), true
 }
 
+// PathText is Text for a path: it also quotes a path holding a control
+// character, so that every path it returns is plain text, as a receipt's
+// outputs must be.
+func PathText(s string) (string, bool) {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return strconv.QuoteToASCII(s), true
+		}
+	}
+	return Text(s)
+}
+
 // Decision is a grant decision (grant.Decision.Record): the sandbox's
 // exec decision, and any other decision a writer journals. Its record
 // carries "type": "cordon.decision.v1".
@@ -125,12 +137,26 @@ type Command struct {
 	CPUNS           int64             `json:"cpu_ns,omitempty"`
 	WallUS          int64             `json:"wall_us,omitempty"`
 	PeakMemoryBytes int64             `json:"peak_memory_bytes,omitempty"`
+	OutputsID       string            `json:"outputs_id,omitempty"`    // with outputs_parts: ContentId of the JCS form of the whole outputs map
+	OutputsParts    int               `json:"outputs_parts,omitempty"` // the outputs are in this many outputs entries just before this one
 	EgressDropped   int64             `json:"egress_dropped,omitempty"`
 	Error           string            `json:"error,omitempty"`
 	Quoted          []string          `json:"quoted,omitempty"` // members written as Text quotes them: "argv[i]", "error"
 }
 
 func (Command) Name() string { return "command" }
+
+// Outputs is one part of a command's outputs when they are too many for
+// its command entry: the parts, numbered from 0, come just before it,
+// and together are the map whose ContentId the command entry names.
+type Outputs struct {
+	Task    string            `json:"task,omitempty"`
+	ID      string            `json:"id,omitempty"`
+	Part    int               `json:"part"`
+	Outputs map[string]string `json:"outputs"`
+}
+
+func (Outputs) Name() string { return "outputs" }
 
 // Egress is one egress decision of a command, streamed by the session as
 // the proxy decides it.
@@ -432,7 +458,7 @@ func (VerifyReport) Name() string { return "verify.report" }
 
 // All is one zero value of every body type, for the SPEC table's test.
 func All() []Body {
-	return []Body{Decision{}, Command{}, Egress{}, Meter{}, RunUnfinished{}, Memory{},
+	return []Body{Decision{}, Command{}, Outputs{}, Egress{}, Meter{}, RunUnfinished{}, Memory{},
 		RunStart{}, RunEnd{}, TaskStart{}, TaskEnd{}, TaskCancelled{}, TaskInterrupted{}, TaskStopped{},
 		TaskFinish{}, ModelRequest{}, ModelResponse{}, ModelError{}, Budget{}, ToolCall{}, ToolRefused{},
 		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}}

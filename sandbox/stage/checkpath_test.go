@@ -21,7 +21,11 @@ func TestCheckPath(t *testing.T) {
 		{".cordon-out-X", true},
 		{"..a", true},
 		{"a..", true},
-		{"a b/c\td", true},
+		{"a b/c d", true},
+		{"a b/c\td", false},    // a control character: journals and receipts name paths as they are
+		{"a\xffb", false},      // invalid UTF-8
+		{"a\uFFFEb", false},    // a noncharacter
+		{"line\nbreak", false}, // would fake a line in a listing
 		{"é/ü", true},
 		{long, true},
 		{long + "/" + long, true},

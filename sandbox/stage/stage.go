@@ -51,6 +51,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 )
@@ -121,6 +122,9 @@ func CheckPath(p string) error {
 		return refuse(p, "not relative")
 	case path.Clean(p) != p:
 		return refuse(p, "not clean")
+	case !plainText(p):
+		// A declared path is named in journals and receipts as it is.
+		return refuse(p, "not plain text (invalid UTF-8, a control character or a noncharacter)")
 	}
 	for seg := range strings.SplitSeq(p, "/") {
 		switch {
@@ -135,6 +139,20 @@ func CheckPath(p string) error {
 		return refuse(p, "the reserved "+reservedDir+" directory")
 	}
 	return nil
+}
+
+// plainText reports whether s is valid UTF-8 without control characters
+// or noncharacters, as a receipt's output paths must be.
+func plainText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
+			return false
+		}
+	}
+	return true
 }
 
 // checkPaths checks every declared path and refuses duplicates and paths
