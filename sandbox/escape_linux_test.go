@@ -563,6 +563,7 @@ func escapeCases() []escapeCase {
 	cases = append(cases, processCases()...)
 	cases = append(cases, execCases()...)
 	cases = append(cases, limitCases()...)
+	cases = append(cases, terminalCases()...)
 	return cases
 }
 
@@ -1751,9 +1752,10 @@ ioctl("TIOCSTI with all high bits", 0xffffffff00005412, ctypes.byref(c))
 ioctl("TIOCSTI with bit 63", 0x8000000000005412, ctypes.byref(c))
 sub = ctypes.c_char(b"\x02")
 ioctl("TIOCLINUX", 0x541C, ctypes.byref(sub))
-# Make the pty the controlling terminal (the program leads its own
+# Try to make fd 0 the controlling terminal (the program leads its own
 # session), then try again: TIOCSTI on one's own terminal needs no
-# capability, only the filter stops it.
+# capability. The program gets a pipe, never the pty (stdio_linux.go),
+# and the filter refuses TIOCSTI on any descriptor.
 ctypes.set_errno(0)
 r = libc.syscall(ctypes.c_long(16), ctypes.c_long(0), ctypes.c_long(0x540E), ctypes.c_long(0))
 say("TIOCSCTTY: %s" % (E(ctypes.get_errno()) if r == -1 else "ok"))
@@ -1764,7 +1766,7 @@ op("open /dev/tty", lambda: os.open("/dev/tty", os.O_RDWR))
 say("SID %d PGRP %d" % (os.getsid(0), os.getpgrp()))
 os.write(1, b"PTY-OK\n")
 `,
-			want: []string{"tty0=True", "TIOCSTI: EPERM", "TIOCSTI with high bits: EPERM", "TIOCSTI with all high bits: EPERM", "TIOCSTI with bit 63: EPERM", "TIOCLINUX: EPERM",
+			want: []string{"tty0=False", "TIOCSTI: EPERM", "TIOCSTI with high bits: EPERM", "TIOCSTI with all high bits: EPERM", "TIOCSTI with bit 63: EPERM", "TIOCLINUX: EPERM",
 				"TIOCSCTTY: .+", "TIOCSTI on the controlling terminal: EPERM", "open /dev/tty: (ENOENT|ENXIO)"},
 		},
 	}
@@ -2370,5 +2372,179 @@ func TestKnownLimitationLoaderMapsLibraryELF(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "loader rc=0") {
 		t.Errorf("the loader route no longer runs %s: update docs/sandbox.md and CLAIMS.md, and move the case into TestEscape:\n%s%s", prog, r.stdout, r.stderr)
+	}
+}
+
+// ---- attacks from the outside review (issue 13 §1) ---------------------
+
+// terminalState is what a program could change about a terminal and
+// leave changed after it exits.
+type terminalState struct {
+	termios unix.Termios
+	winsize unix.Winsize
+	ldisc   int
+}
+
+func readTerminalState(t *testing.T, fd int) terminalState {
+	t.Helper()
+	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		t.Fatalf("TCGETS: %v", err)
+	}
+	ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+	if err != nil {
+		t.Fatalf("TIOCGWINSZ: %v", err)
+	}
+	ld, err := unix.IoctlGetInt(fd, unix.TIOCGETD)
+	if err != nil {
+		t.Fatalf("TIOCGETD: %v", err)
+	}
+	return terminalState{*tio, *ws, ld}
+}
+
+// terminalCases hand the program cordon's terminal and try to change it.
+func terminalCases() []escapeCase {
+	var want []string
+	for fd := range 3 {
+		want = append(want, fmt.Sprintf("isatty %d: False", fd))
+		for _, req := range []string{"TCSETS", "TCXONC", "TIOCSWINSZ", "TIOCSCTTY", "TIOCSETD"} {
+			want = append(want, fmt.Sprintf("%s %d: (ENOTTY|EPERM)", req, fd))
+		}
+	}
+	return []escapeCase{
+		{
+			// The operator's terminal as all three streams: a program
+			// that got it could set a dead line discipline (TIOCSETD
+			// N_NULL), raw mode (TCSETS), stop output (TCXONC) or change
+			// the window size, and each would outlive cordon.
+			name: "terminal_not_handed_to_program",
+			prep: func(t *testing.T, e *escapeEnv) {
+				master, slave := openPty(t)
+				fd := int(slave.Fd())
+				// A known window size, so that a change shows.
+				if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80}); err != nil {
+					t.Fatal(err)
+				}
+				before := readTerminalState(t, fd)
+				e.spec.Stdin, e.spec.Stdout, e.spec.Stderr = slave, slave, slave
+				e.after = append(e.after, func(t *testing.T, _ outcome) {
+					got := strings.ReplaceAll(readAvailable(master, 300*time.Millisecond), "\r", "")
+					if !strings.Contains(got, "PTY-OK") {
+						t.Errorf("the program's output did not reach the terminal (read %q)", got)
+					}
+					if strings.Contains(got, "ESCAPED") {
+						t.Errorf("the attack worked:\n%s", escapedLines(got))
+					}
+					for _, w := range want {
+						if !regexp.MustCompile("(?m)^" + w + "$").MatchString(got) {
+							t.Errorf("no line matches %q in the terminal's output:\n%s", w, got)
+						}
+					}
+					if after := readTerminalState(t, fd); after != before {
+						t.Errorf("the terminal changed:\nbefore %+v\nafter  %+v", before, after)
+					}
+				})
+			},
+			py: `
+for fd in (0, 1, 2):
+    say("isatty %d: %s" % (fd, os.isatty(fd)))
+    # termios from TCGETS if the fd is a terminal, else zeros: either
+    # way TCSETS would change the terminal (raw, no echo).
+    tio = ctypes.create_string_buffer(60)
+    libc.ioctl(fd, 0x5401, tio)
+    tio[12] = b"\0"
+    tio[13] = b"\0"
+    sc("TCSETS %d" % fd, 16, fd, 0x5402, tio)
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(16), ctypes.c_long(fd), ctypes.c_long(0x540A), ctypes.c_long(0))  # TCOOFF
+    e = ctypes.get_errno()
+    libc.syscall(ctypes.c_long(16), ctypes.c_long(fd), ctypes.c_long(0x540A), ctypes.c_long(1))  # TCOON
+    say("TCXONC %d: %s" % (fd, E(e) if r == -1 else "ESCAPED: output stopped"))
+    ws = (ctypes.c_ushort * 4)(33, 77, 0, 0)
+    sc("TIOCSWINSZ %d" % fd, 16, fd, 0x5414, ws)
+    sc("TIOCSCTTY %d" % fd, 16, fd, 0x540E, 0)
+    ldisc = ctypes.c_int(27)  # N_NULL
+    sc("TIOCSETD %d" % fd, 16, fd, 0x5423, ctypes.byref(ldisc))
+say("PTY-OK")
+`,
+		},
+	}
+}
+
+// TestStdioRelayed gives the program host files as its streams: it
+// reads and writes them through pipes, never the files themselves, so
+// their host paths do not show in /proc/self/fd; and a stdin that never
+// ends (a pipe whose writer stays open, like a terminal) does not keep
+// the run from ending.
+func TestStdioRelayed(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "stdin-"+randHex(4))
+	if err := os.WriteFile(in, []byte("from-the-host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inFile, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inFile.Close()
+	outPath := filepath.Join(dir, "stdout-"+randHex(4))
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close() // open for the whole run: this stdin never ends
+	if _, err := pw.WriteString("line-one\n"); err != nil {
+		t.Fatal(err)
+	}
+	const prog = `import os, sys
+print("read", sys.stdin.readline().strip())
+for fd in (0, 1, 2):
+    print("fd", fd, os.readlink("/proc/self/fd/%d" % fd))
+`
+	for _, tc := range []struct {
+		name  string
+		stdin *os.File
+		want  string
+	}{
+		{"regular file", inFile, "read from-the-host"},
+		{"pipe that never ends", pr, "read line-one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := outFile.Truncate(0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := outFile.Seek(0, 0); err != nil {
+				t.Fatal(err)
+			}
+			s := newEscapeSpec(t)
+			s.Argv = []string{"python3", "-c", prog}
+			s.Stdin, s.Stdout, s.Stderr = tc.stdin, outFile, outFile
+			r := runWithin(t, s, 20*time.Second)
+			if r.err != nil {
+				t.Fatalf("Run: %v", r.err)
+			}
+			b, err := os.ReadFile(outPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(b)
+			if r.res.ExitCode != 0 || !strings.Contains(got, tc.want) {
+				t.Fatalf("exit %d, output %q, want a line %q", r.res.ExitCode, got, tc.want)
+			}
+			for fd := range 3 {
+				if !regexp.MustCompile(fmt.Sprintf(`(?m)^fd %d pipe:\[\d+\]$`, fd)).MatchString(got) {
+					t.Errorf("fd %d is not a pipe inside:\n%s", fd, got)
+				}
+			}
+			if strings.Contains(got, dir) {
+				t.Errorf("a host path shows inside:\n%s", got)
+			}
+		})
 	}
 }
