@@ -2548,3 +2548,112 @@ for fd in (0, 1, 2):
 		})
 	}
 }
+
+// TestEscapeCoreDumpPipeHelper points the kernel's core_pattern at a pipe
+// helper, which the kernel runs as root on the host with the crashing
+// program's memory on its stdin, whatever RLIMIT_CORE is — unless it is
+// exactly 1. A program that aborts in the sandbox, or lowers its core
+// limit first and then aborts, must never reach the helper. A crash on
+// the host, with the same pattern, must (or the test proves nothing).
+//
+// core_pattern is global: the test runs alone in this package (it is not
+// parallel), puts the pattern back as soon as the runs are done and again
+// in a cleanup, and refuses to start if a killed earlier run left its
+// helper in place. The helper records the crashing command's name, so
+// that a crash elsewhere on the host is not taken for the sandbox's.
+func TestEscapeCoreDumpPipeHelper(t *testing.T) {
+	const patternFile = "/proc/sys/kernel/core_pattern"
+	const marker = "cordon-core-helper"
+	orig, err := os.ReadFile(patternFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(orig), marker) {
+		t.Fatalf("%s is %q, left by an earlier run of this test that was killed: restore the host's pattern", patternFile, orig)
+	}
+	restore := func() {
+		if err := os.WriteFile(patternFile, orig, 0o644); err != nil {
+			t.Errorf("restoring %s to %q: %v", patternFile, orig, err)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(dir, "ran")
+	helper := filepath.Join(dir, marker)
+	script := "#!/bin/sh\necho \"$1\" >>" + ran + "\ncat >/dev/null\n"
+	if err := os.WriteFile(helper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(restore)
+	if err := os.WriteFile(patternFile, []byte("|"+helper+" %e"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The crashing programs name themselves (comm, 15 bytes at most).
+	token := "cd" + randHex(4)
+	const crash = `import ctypes, os, resource, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(15, sys.argv[1].encode(), 0, 0, 0)  # PR_SET_NAME
+print("RLIMIT_CORE", resource.getrlimit(resource.RLIMIT_CORE), flush=True)
+if sys.argv[2] == "lower":
+    for lim in ((0, 0), (0, 1)):
+        try:
+            resource.setrlimit(resource.RLIMIT_CORE, lim)
+            print("ESCAPED: RLIMIT_CORE lowered to", lim, flush=True)
+        except (OSError, ValueError) as e:
+            print("setrlimit", lim, e, flush=True)
+    r = libc.syscall(302, 0, 4, ctypes.byref((ctypes.c_ulong * 2)(0, 0)), 0)  # prlimit64
+    print("prlimit64:", "ESCAPED" if r == 0 else os.strerror(ctypes.get_errno()), flush=True)
+os.abort()
+`
+	var outs []outcome
+	for _, mode := range []string{"abort", "lower"} {
+		s := newEscapeSpec(t)
+		s.Argv = []string{"python3", "-c", crash, token + mode[:1], mode}
+		outs = append(outs, runWithin(t, s, 30*time.Second))
+	}
+	// The control: the same crash on the host reaches the helper.
+	ctl := exec.Command("python3", "-c", crash, token+"h", "abort")
+	ctlOut, _ := ctl.CombinedOutput()
+	deadline := time.Now().Add(5 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(ran)
+		if got = string(b); strings.Contains(got, token+"h") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // a sandbox crash's helper would have run by now
+	b, _ := os.ReadFile(ran)
+	got = string(b)
+	restore()
+	if !strings.Contains(got, token+"h") {
+		t.Fatalf("the host's own crash did not reach the helper (ran: %q; host output %q): the attack was not tested", got, ctlOut)
+	}
+	for i, mode := range []string{"abort", "lower"} {
+		r := outs[i]
+		if r.err != nil {
+			t.Fatalf("%s: Run: %v", mode, r.err)
+		}
+		if strings.Contains(got, token+mode[:1]) {
+			t.Errorf("%s: the sandboxed program's core dump reached the root helper", mode)
+		}
+		if strings.Contains(r.stdout, "ESCAPED") {
+			t.Errorf("%s: %s", mode, escapedLines(r.stdout))
+		}
+		if r.res.Signal != int(unix.SIGABRT) {
+			t.Errorf("%s: signal %d, want SIGABRT\nstdout:\n%s\nstderr:\n%s", mode, r.res.Signal, r.stdout, r.stderr)
+		}
+		if mode == "lower" && !strings.Contains(r.stdout, "prlimit64: Operation not permitted") {
+			t.Errorf("lower: prlimit64 on RLIMIT_CORE was not refused with EPERM:\n%s", r.stdout)
+		}
+		if !strings.Contains(r.stdout, "RLIMIT_CORE (1, 1)") {
+			t.Errorf("%s: RLIMIT_CORE inside is not (1, 1):\n%s", mode, r.stdout)
+		}
+	}
+	if t.Failed() {
+		t.Logf("helper ran for: %q\nabort run:\n%s\nlower run:\n%s", got, outs[0].stdout, outs[1].stdout)
+	}
+}
