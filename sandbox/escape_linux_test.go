@@ -2657,3 +2657,74 @@ os.abort()
 		t.Logf("helper ran for: %q\nabort run:\n%s\nlower run:\n%s", got, outs[0].stdout, outs[1].stdout)
 	}
 }
+
+// TestEscapeRuntimeSubmount mounts a writable tmpfs (without nosuid or
+// nodev) under the runtime on the host, once under a library directory
+// and once under a program directory: inside, each must be read-only,
+// nosuid and nodev like the rest of the runtime, the one in the program
+// directory noexec too, and writing there must fail with EROFS (not only
+// with Landlock's EACCES). The mounts live only for this test; it is not
+// parallel, so no other sandbox of this package sees them.
+func TestEscapeRuntimeSubmount(t *testing.T) {
+	subs := map[string]string{ // mount point → the options it must have inside
+		"/usr/local/cordon-test-sub-" + randHex(4):     "ro,nosuid,nodev",
+		"/usr/local/bin/cordon-test-sub-" + randHex(4): "ro,nosuid,nodev,noexec",
+	}
+	var args []string
+	for p := range subs {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(p) })
+		if err := unix.Mount("tmpfs", p, "tmpfs", 0, "size=64k,mode=0777"); err != nil {
+			t.Fatalf("mounting a tmpfs at %s: %v", p, err)
+		}
+		t.Cleanup(func() {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+				t.Errorf("unmounting %s: %v", p, err)
+			}
+		})
+		args = append(args, p)
+	}
+	s := newEscapeSpec(t)
+	s.Argv = append([]string{"python3", "-c", `import os, sys
+mounts = {}
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    mounts[f[4]] = f[5]
+for p in sys.argv[1:]:
+    print("options", p, mounts.get(p, "absent"))
+    try:
+        fd = os.open(p + "/x", os.O_CREAT | os.O_WRONLY, 0o755)
+        print("ESCAPED: created", p + "/x")
+    except OSError as e:
+        print("create", p, os.strerror(e.errno))
+`}, args...)
+	r := runWithin(t, s, 30*time.Second)
+	if r.err != nil {
+		t.Fatalf("Run: %v", r.err)
+	}
+	if strings.Contains(r.stdout, "ESCAPED") {
+		t.Errorf("%s", escapedLines(r.stdout))
+	}
+	for p, want := range subs {
+		m := regexp.MustCompile(`(?m)^options ` + regexp.QuoteMeta(p) + ` (\S+)$`).FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Errorf("%s: no mount options reported", p)
+			continue
+		}
+		opts := strings.Split(m[1], ",")
+		for _, o := range strings.Split(want, ",") {
+			if !slices.Contains(opts, o) {
+				t.Errorf("%s is mounted %s inside, want %s", p, m[1], want)
+				break
+			}
+		}
+		if !strings.Contains(r.stdout, "create "+p+" Read-only file system") {
+			t.Errorf("creating a file in %s did not fail with EROFS", p)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
