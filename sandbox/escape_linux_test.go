@@ -1220,6 +1220,19 @@ sc("mount cgroup", 165, b"cgroup", b"/tmp", b"cgroup", 0, b"memory")
 func syscallCases() []escapeCase {
 	return []escapeCase{
 		{
+			// Secret memory (outside the memfd policy) and writeback of
+			// every host file system (sync) or of the runtime's (syncfs),
+			// which the sandbox's own tmpfs mounts do not need.
+			name: "secret_memory_and_host_writeback",
+			py: `
+sc("memfd_secret", 447, 0)
+sc("sync", 162)
+fd = os.open("/usr", os.O_RDONLY)
+sc("syncfs /usr", 306, fd)
+`,
+			want: []string{"memfd_secret: EPERM", "sync: EPERM", "syncfs /usr: EPERM"},
+		},
+		{
 			// Debug another process.
 			name: "ptrace",
 			py: `
@@ -2726,5 +2739,29 @@ for p in sys.argv[1:]:
 	}
 	if t.Failed() {
 		t.Logf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
+
+// TestProgramDirsIncludeRootBin: on a host without merged /usr, /bin and
+// /sbin are real directories full of programs, and must be noexec like
+// /usr/bin; on a merged host they are symbolic links into /usr, and only
+// their targets are program directories. This host is merged, so the
+// selection is tested on a tree of each kind.
+func TestProgramDirsIncludeRootBin(t *testing.T) {
+	for _, d := range []string{"/bin", "/sbin"} {
+		if !slices.Contains(programDirs, d) {
+			t.Errorf("programDirs %v lacks %s", programDirs, d)
+		}
+	}
+	root := t.TempDir()
+	real, link := filepath.Join(root, "bin"), filepath.Join(root, "sbin")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("usr/sbin", link); err != nil {
+		t.Fatal(err)
+	}
+	if got := existingDirs([]string{real, link, filepath.Join(root, "absent")}); !slices.Equal(got, []string{real}) {
+		t.Errorf("existingDirs = %v, want only the real directory %s", got, real)
 	}
 }

@@ -125,7 +125,16 @@
 // that neither a noexec mount nor Landlock covers: executing one
 // (execveat, /proc/self/fd/N) would start a program no exec rule
 // allowed, and even one sealed with MFD_NOEXEC_SEAL can still be mapped
-// executable by the dynamic loader run directly.
+// executable by the dynamic loader run directly. memfd_secret, always: a
+// secret memory file is a memory file too, and its pages are taken out of
+// the kernel's direct map, which no sandboxed program needs.
+//
+// Host writeback: sync and syncfs, always. sync writes back every file
+// system on the host, and syncfs the one a descriptor is on (the
+// runtime's, say): work the run would make the host do, outside its
+// cgroup's limits, which its own tmpfs mounts never need. libc's sync
+// returns nothing, so a program that calls it goes on; syncfs reports
+// EPERM. fsync and fdatasync, on the program's own files, stay allowed.
 //
 // Core dumps: setrlimit when the resource (argument 0) is RLIMIT_CORE (4),
 // and prlimit64 when the resource (argument 1) is RLIMIT_CORE and a new

@@ -525,6 +525,13 @@ var probes = []probe{
 	{name: "prlimit64(1<<32|RLIMIT_CORE, new)", rule: "prlimit64", deny: unix.EPERM, run: func(*probeEnv) error {
 		return sameRlimit(unix.SYS_PRLIMIT64, 1<<32|unix.RLIMIT_CORE)
 	}},
+	{name: "memfd_secret", rule: "memfd_secret", deny: unix.EPERM,
+		run: func(*probeEnv) error { return closing(sys(unix.SYS_MEMFD_SECRET, 0)) }},
+	{name: "sync", rule: "sync", deny: unix.EPERM, run: func(*probeEnv) error { _, err := sys(unix.SYS_SYNC); return err }},
+	{name: "syncfs(pipe)", rule: "syncfs", deny: unix.EPERM, run: func(e *probeEnv) error {
+		_, err := sys(unix.SYS_SYNCFS, uintptr(e.pipeR))
+		return err
+	}},
 	{name: "socketpair(AF_NETLINK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_NETLINK, unix.SOCK_RAW)},
 	{name: "socketpair(AF_VSOCK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_VSOCK, unix.SOCK_STREAM)},
 }

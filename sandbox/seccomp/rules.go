@@ -187,6 +187,11 @@ var table = []rule{
 
 	// Memory files: code from outside every mount cordon controls.
 	always("memfd_create"),
+	always("memfd_secret"),
+
+	// Host writeback.
+	always("sync"),
+	always("syncfs"),
 
 	// Core dumps: RLIMIT_CORE stays 1, which aborts a pipe core dump.
 	{Rule: Rule{Syscall: "setrlimit", Errno: "EPERM",
