@@ -21,13 +21,14 @@ var devices = []string{"null", "zero", "full", "random", "urandom"}
 
 // maskedProc are /proc paths hidden behind /dev/null (files) or an empty
 // read-only tmpfs (directories); readOnlyProc are made read-only. The
-// lists follow runc's defaults.
+// lists follow runc's defaults, and add /proc/cmdline.
 var (
 	maskedProc = []string{
 		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
 		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
 		"/proc/kallsyms", "/proc/kmsg", "/proc/interrupts", "/proc/sysrq-trigger",
 		"/proc/driver", "/proc/config.gz", "/proc/partitions",
+		"/proc/cmdline", // the host's boot arguments
 	}
 	readOnlyProc = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}
 )
