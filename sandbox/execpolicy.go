@@ -28,8 +28,11 @@ var runtimeRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
 
 // programDirs are the runtime directories that hold programs rather than
 // libraries. Inside the sandbox they are noexec except for the allowed
-// executables, which are bound back executable one by one.
-var programDirs = []string{"/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/usr/libexec", "/usr/games", "/usr/local/games"}
+// executables, which are bound back executable one by one. /bin and /sbin
+// count where they are real directories (a host without merged /usr);
+// where they are symbolic links into /usr, existingDirs leaves them out
+// and their targets are already here.
+var programDirs = []string{"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/usr/libexec", "/usr/games", "/usr/local/games"}
 
 // alternatives is Debian's alternatives directory: symbolic links only,
 // bound read-only so that /usr/bin/awk → /etc/alternatives/awk resolves.

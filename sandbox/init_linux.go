@@ -204,7 +204,12 @@ func setRlimits(cfg *initConfig) *initErr {
 		{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, cfg.NoFile},
 		{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, cfg.FileSize},
 		{"RLIMIT_NPROC", unix.RLIMIT_NPROC, cfg.NProc},
-		{"RLIMIT_CORE", unix.RLIMIT_CORE, 0},
+		// 1, not 0: with core_pattern piping to a helper, the kernel
+		// ignores the limit and runs the helper as host root with the
+		// program's memory, unless the limit is exactly 1. One byte is
+		// also below the smallest file core. The seccomp filter keeps the
+		// program from lowering it to 0.
+		{"RLIMIT_CORE", unix.RLIMIT_CORE, 1},
 	}
 	for _, l := range limits {
 		if l.v < 0 {

@@ -44,6 +44,7 @@ type Sandbox struct {
 	deadline *time.Timer // the wall-clock limit
 	work     *os.File    // the sandbox's /work, through init's root
 	ws       *os.File    // the host workspace, or nil
+	stdin    *stdinRelay // relays Spec.Stdin when it is a file, or nil
 	res      *Result
 
 	state  lifeState
@@ -207,6 +208,19 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 			bridgeChild.Close()
 		})
 	}
+	// The program never gets one of cordon's files as a stream
+	// (stdio_linux.go): files are relayed through pipes.
+	stdin, relay, err := relayStdin(s.Stdin)
+	if err != nil {
+		return refusedf("relaying stdin: %v", err)
+	}
+	if relay != nil {
+		sb.stdin = relay
+		cu.Add(func() {
+			relay.stop()
+			relay.r.Close()
+		})
+	}
 	files := append([]*os.File{cfgR, ctlR, stW, bridgeChild}, joins...)
 	files = append(files, self)
 	cmd := &exec.Cmd{
@@ -215,9 +229,9 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 		// Init gets no environment of cordon's; in a race-detector build
 		// it would otherwise sleep a second at exit.
 		Env:         []string{"GORACE=atexit_sleep_ms=0"},
-		Stdin:       s.Stdin,
-		Stdout:      s.Stdout,
-		Stderr:      s.Stderr,
+		Stdin:       stdin,
+		Stdout:      hideFile(s.Stdout),
+		Stderr:      hideFile(s.Stderr),
 		ExtraFiles:  files,
 		SysProcAttr: attr,
 	}
@@ -255,6 +269,9 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 	cfgR.Close()
 	ctlR.Close()
 	stW.Close()
+	if relay != nil {
+		relay.r.Close() // init has its copy
+	}
 	if err != nil {
 		return refusedf("starting sandbox init: %v", err)
 	}
@@ -491,6 +508,9 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		return nil, refusedf("sandbox init reported neither an exit status nor a signal")
 	}
 	readStats(sb.cg, res)
+	if sb.stdin != nil {
+		sb.stdin.stop() // the program is gone: read no more of cordon's input
+	}
 	if sb.ws != nil && len(s.Outputs) > 0 {
 		// Out returns files with an error only when every output is in
 		// place but an old copy could not be removed: record both.

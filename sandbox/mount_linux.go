@@ -21,13 +21,14 @@ var devices = []string{"null", "zero", "full", "random", "urandom"}
 
 // maskedProc are /proc paths hidden behind /dev/null (files) or an empty
 // read-only tmpfs (directories); readOnlyProc are made read-only. The
-// lists follow runc's defaults.
+// lists follow runc's defaults, and add /proc/cmdline.
 var (
 	maskedProc = []string{
 		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
 		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
 		"/proc/kallsyms", "/proc/kmsg", "/proc/interrupts", "/proc/sysrq-trigger",
 		"/proc/driver", "/proc/config.gz", "/proc/partitions",
+		"/proc/cmdline", // the host's boot arguments
 	}
 	readOnlyProc = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"}
 )
@@ -100,13 +101,27 @@ func bindRuntime(cfg *initConfig) error {
 	return nil
 }
 
-// bindReadOnly binds src at dst read-only, nosuid and nodev, keeping the
-// flags the kernel locks on mounts inherited by a user namespace.
+// bindReadOnly binds src at dst with the mounts beneath it, and makes
+// every one of them read-only, nosuid and nodev: a host mount under the
+// runtime (a tmpfs under /usr/local, say) must not keep its own flags.
 func bindReadOnly(src, dst string) error {
 	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return err
 	}
-	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
+	return setRecursive(dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, 0)
+}
+
+// setRecursive sets and clears mount attributes on the mount at p and
+// every mount beneath it (mount_setattr with AT_RECURSIVE). Setting a
+// flag never clears another, so the flags the kernel locks on mounts
+// inherited by a user namespace stay.
+func setRecursive(p string, set, clr uint64) error {
+	err := unix.MountSetattr(unix.AT_FDCWD, p, unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW,
+		&unix.MountAttr{Attr_set: set, Attr_clr: clr})
+	if err != nil {
+		return fmt.Errorf("mount_setattr: %w", err)
+	}
+	return nil
 }
 
 // remount sets flags on the bind mount at p, preserving the flags it
@@ -252,16 +267,28 @@ func mountScratch(cfg *initConfig) error {
 	return nil
 }
 
-// noexecProgramDirs remounts the runtime's program directories (bin,
-// sbin, libexec) noexec, then binds each allowed executable that lives
-// in one back over itself, executable and read-only. A program that is
-// not allowed is then unreachable by execve and by the dynamic loader
-// alike (mmap with PROT_EXEC fails on a noexec mount), whatever it is
-// called or linked as.
+// noexecProgramDirs makes the runtime's program directories (bin, sbin,
+// libexec) noexec, with every mount beneath them, then binds each allowed
+// executable that lives in one back over itself, executable and
+// read-only. A program that is not allowed is then unreachable by execve
+// and by the dynamic loader alike (mmap with PROT_EXEC fails on a noexec
+// mount), whatever it is called or linked as.
 func noexecProgramDirs(cfg *initConfig) error {
-	// First each allowed file onto itself, beneath the read-only runtime
-	// bind: a bind mount takes its source mount's flags, so it is
-	// already read-only, nosuid and nodev, and executable.
+	// First each program directory onto itself, with what is mounted
+	// beneath it, all of it noexec (and, from the runtime bind, already
+	// read-only, nosuid and nodev).
+	for _, d := range cfg.NoExecDirs {
+		dst := under(d)
+		if err := unix.Mount(dst, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+		if err := setRecursive(dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, 0); err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+	}
+	// Then each allowed file onto itself: a bind mount takes its source
+	// mount's flags, so it is read-only, nosuid, nodev and noexec, and
+	// only noexec is cleared, on this one file's mount.
 	for _, f := range cfg.ExecFiles {
 		if !inAny(f, cfg.NoExecDirs) {
 			continue
@@ -270,17 +297,9 @@ func noexecProgramDirs(cfg *initConfig) error {
 		if err := unix.Mount(dst, dst, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-	}
-	// Then each program directory onto itself, recursively so that the
-	// file mounts come along with their own flags, and only this new top
-	// mount made noexec.
-	for _, d := range cfg.NoExecDirs {
-		dst := under(d)
-		if err := unix.Mount(dst, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("%s: %w", d, err)
-		}
-		if err := remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
-			return fmt.Errorf("%s: %w", d, err)
+		err := unix.MountSetattr(unix.AT_FDCWD, dst, unix.AT_SYMLINK_NOFOLLOW, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_NOEXEC})
+		if err != nil {
+			return fmt.Errorf("%s: mount_setattr: %w", f, err)
 		}
 	}
 	return nil

@@ -187,8 +187,10 @@ type Spec struct {
 	// Limits bound the run.
 	Limits Limits
 	// Stdin, Stdout and Stderr are the program's standard streams; nil
-	// means /dev/null inside the sandbox. Any other io.Reader or
-	// io.Writer is copied through a pipe.
+	// means /dev/null inside the sandbox. Anything else, an *os.File
+	// included, is copied through a pipe: the program never receives a
+	// terminal or any other of cordon's files. A file given as Stdin is
+	// read only while the program runs.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 }

@@ -125,7 +125,28 @@
 // that neither a noexec mount nor Landlock covers: executing one
 // (execveat, /proc/self/fd/N) would start a program no exec rule
 // allowed, and even one sealed with MFD_NOEXEC_SEAL can still be mapped
-// executable by the dynamic loader run directly.
+// executable by the dynamic loader run directly. memfd_secret, always: a
+// secret memory file is a memory file too, and its pages are taken out of
+// the kernel's direct map, which no sandboxed program needs.
+//
+// Host writeback: sync and syncfs, always. sync writes back every file
+// system on the host, and syncfs the one a descriptor is on (the
+// runtime's, say): work the run would make the host do, outside its
+// cgroup's limits, which its own tmpfs mounts never need. libc's sync
+// returns nothing, so a program that calls it goes on; syncfs reports
+// EPERM. fsync and fdatasync, on the program's own files, stay allowed.
+//
+// Core dumps: setrlimit when the resource (argument 0) is RLIMIT_CORE (4),
+// and prlimit64 when the resource (argument 1) is RLIMIT_CORE and a new
+// limit (argument 2) is given; reading the limit stays allowed. The
+// sandbox sets RLIMIT_CORE to 1 (soft and hard): when core_pattern pipes
+// cores to a helper, the kernel runs that helper as root on the host with
+// the program's memory whatever the limit is, 0 included, except for
+// exactly 1, at which it aborts the dump; and 1 byte is below the smallest
+// core a file dump writes. Lowering the limit to 0 is always permitted by
+// the kernel, so it is the filter that keeps it at 1. The kernel reads the
+// resource as 32 bits, so a resource with any higher bit set is refused as
+// well (setrlimit always; prlimit64 when it sets).
 //
 // # Threads and processes
 //

@@ -201,6 +201,13 @@ var probes = []probe{
 		personality(old)
 		return err
 	}},
+	{name: "prlimit64(RLIMIT_CORE) read", run: func(*probeEnv) error {
+		var old unix.Rlimit
+		_, err := sys(unix.SYS_PRLIMIT64, 0, unix.RLIMIT_CORE, 0, uintptr(unsafe.Pointer(&old)))
+		return err
+	}},
+	{name: "setrlimit(RLIMIT_NOFILE)", run: func(*probeEnv) error { return sameRlimit(unix.SYS_SETRLIMIT, unix.RLIMIT_NOFILE) }},
+	{name: "prlimit64(RLIMIT_NOFILE, new)", run: func(*probeEnv) error { return sameRlimit(unix.SYS_PRLIMIT64, unix.RLIMIT_NOFILE) }},
 	{name: "clone(CLONE_SIGHAND) reaches the kernel", want: unix.EINVAL, run: func(*probeEnv) error { return rawClone(0) }},
 	{name: "clone(CLONE_NEWTIME bit, the exit signal byte) reaches the kernel", want: unix.EINVAL,
 		run: func(*probeEnv) error { return rawClone(unix.CLONE_NEWTIME) }},
@@ -504,8 +511,44 @@ var probes = []probe{
 	{name: "memfd_create(MFD_NOEXEC_SEAL)", rule: "memfd_create", deny: unix.EPERM, run: func(*probeEnv) error {
 		return closingInt(unix.MemfdCreate("probe", unix.MFD_CLOEXEC|unix.MFD_NOEXEC_SEAL))
 	}},
+	// Core limits: each sets the limit it already has, so that it
+	// succeeds without the filter and changes nothing.
+	{name: "setrlimit(RLIMIT_CORE)", rule: "setrlimit", deny: unix.EPERM, run: func(*probeEnv) error {
+		return sameRlimit(unix.SYS_SETRLIMIT, unix.RLIMIT_CORE)
+	}},
+	{name: "setrlimit(1<<32|RLIMIT_CORE)", rule: "setrlimit", deny: unix.EPERM, run: func(*probeEnv) error {
+		return sameRlimit(unix.SYS_SETRLIMIT, 1<<32|unix.RLIMIT_CORE)
+	}},
+	{name: "prlimit64(RLIMIT_CORE, new)", rule: "prlimit64", deny: unix.EPERM, run: func(*probeEnv) error {
+		return sameRlimit(unix.SYS_PRLIMIT64, unix.RLIMIT_CORE)
+	}},
+	{name: "prlimit64(1<<32|RLIMIT_CORE, new)", rule: "prlimit64", deny: unix.EPERM, run: func(*probeEnv) error {
+		return sameRlimit(unix.SYS_PRLIMIT64, 1<<32|unix.RLIMIT_CORE)
+	}},
+	{name: "memfd_secret", rule: "memfd_secret", deny: unix.EPERM,
+		run: func(*probeEnv) error { return closing(sys(unix.SYS_MEMFD_SECRET, 0)) }},
+	{name: "sync", rule: "sync", deny: unix.EPERM, run: func(*probeEnv) error { _, err := sys(unix.SYS_SYNC); return err }},
+	{name: "syncfs(pipe)", rule: "syncfs", deny: unix.EPERM, run: func(e *probeEnv) error {
+		_, err := sys(unix.SYS_SYNCFS, uintptr(e.pipeR))
+		return err
+	}},
 	{name: "socketpair(AF_NETLINK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_NETLINK, unix.SOCK_RAW)},
 	{name: "socketpair(AF_VSOCK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_VSOCK, unix.SOCK_STREAM)},
+}
+
+// sameRlimit sets resource (its low 32 bits name it to the kernel) to
+// the limit it has, with setrlimit or prlimit64 (nr).
+func sameRlimit(nr, resource uintptr) error {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(int(uint32(resource)), &lim); err != nil {
+		return err
+	}
+	if nr == unix.SYS_PRLIMIT64 {
+		_, err := sys(nr, 0, resource, uintptr(unsafe.Pointer(&lim)), 0)
+		return err
+	}
+	_, err := sys(nr, resource, uintptr(unsafe.Pointer(&lim)))
+	return err
 }
 
 func ioctlSTI(fd int, req uintptr) error {

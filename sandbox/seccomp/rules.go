@@ -53,6 +53,11 @@ const (
 	tiocsti   = 0x5412
 	tioclinux = 0x541C
 
+	rlimitCore = 4
+
+	// above32 is the least value with a bit above the low 32 set.
+	above32 = 0x1_00000000
+
 	perLinux     = 0x00000000
 	personaQuery = 0xffffffff
 )
@@ -182,6 +187,31 @@ var table = []rule{
 
 	// Memory files: code from outside every mount cordon controls.
 	always("memfd_create"),
+	always("memfd_secret"),
+
+	// Host writeback.
+	always("sync"),
+	always("syncfs"),
+
+	// Core dumps: RLIMIT_CORE stays 1, which aborts a pipe core dump.
+	{Rule: Rule{Syscall: "setrlimit", Errno: "EPERM",
+		When: "resource (argument 0) is RLIMIT_CORE (4)"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.Equal, Value: rlimitCore}}},
+	{Rule: Rule{Syscall: "setrlimit", Errno: "EPERM",
+		When: "resource (argument 0) is not a 32-bit value: it is at least 0x1_00000000"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.GreaterOrEqual, Value: above32}}},
+	{Rule: Rule{Syscall: "prlimit64", Errno: "EPERM",
+		When: "resource (argument 1) is RLIMIT_CORE (4) and a new limit (argument 2) is given"},
+		cond: seccompbpf.ArgumentConditions{
+			{Argument: 1, Operation: seccompbpf.Equal, Value: rlimitCore},
+			{Argument: 2, Operation: seccompbpf.NotEqual, Value: 0},
+		}},
+	{Rule: Rule{Syscall: "prlimit64", Errno: "EPERM",
+		When: "resource (argument 1) is not a 32-bit value and a new limit (argument 2) is given"},
+		cond: seccompbpf.ArgumentConditions{
+			{Argument: 1, Operation: seccompbpf.GreaterOrEqual, Value: above32},
+			{Argument: 2, Operation: seccompbpf.NotEqual, Value: 0},
+		}},
 
 	// Address families.
 	{Rule: Rule{Syscall: "socket", Errno: "EPERM",

@@ -300,6 +300,7 @@ func TestLinuxConstants(t *testing.T) {
 		{"CLONE_NEWNET", cloneNewNet, unix.CLONE_NEWNET},
 		{"TIOCSTI", tiocsti, unix.TIOCSTI},
 		{"TIOCLINUX", tioclinux, unix.TIOCLINUX},
+		{"RLIMIT_CORE", rlimitCore, unix.RLIMIT_CORE},
 		{"SECCOMP_RET_ALLOW", retAllow, unix.SECCOMP_RET_ALLOW},
 		{"SECCOMP_RET_KILL_PROCESS", retKillProcess, unix.SECCOMP_RET_KILL_PROCESS},
 		{"SECCOMP_RET_ERRNO|EPERM", retEPERM, unix.SECCOMP_RET_ERRNO | uint64(unix.EPERM)},
