@@ -237,6 +237,7 @@ func TestLifecycleMatchesRun(t *testing.T) {
 
 	s2, out2 := lifecycleSpec(t, argv...)
 	withOutputs("out.txt")(s2)
+	s2.StateDir = s1.StateDir // one installation: the same host uid range
 	sb, err := Create(context.Background(), s2)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
