@@ -55,7 +55,7 @@
 // cgroup may race on shared ancestors. A group whose process died before
 // its Close stays behind; Dirs says where a group lives, Idle whether it
 // still holds processes, and RemoveIdle removes it once it holds none
-// (package sandbox/reap decides which groups are such leftovers).
+// (package sandbox/reaper decides which groups are such leftovers).
 //
 // # Not Linux
 //

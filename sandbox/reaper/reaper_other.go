@@ -1,6 +1,6 @@
 //go:build !linux
 
-package reap
+package reaper
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"runtime"
 )
 
-var errNotLinux = fmt.Errorf("reap: %s: %w", runtime.GOOS, errors.ErrUnsupported)
+var errNotLinux = fmt.Errorf("reaper: %s: %w", runtime.GOOS, errors.ErrUnsupported)
 
 // Self is not supported on this system.
 func Self() (Owner, error) { return Owner{}, errNotLinux }

@@ -1,4 +1,4 @@
-package reap
+package reaper
 
 import "testing"
 

@@ -1,4 +1,4 @@
-package reap
+package reaper
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ var selfOnce = sync.OnceValues(func() (Owner, error) {
 	pid := os.Getpid()
 	st, _, err := procStart(pid)
 	if err != nil {
-		return Owner{}, fmt.Errorf("reap: this process's start time: %w", err)
+		return Owner{}, fmt.Errorf("reaper: this process's start time: %w", err)
 	}
 	boot, err := bootID()
 	if err != nil {
@@ -41,7 +41,7 @@ var selfOnce = sync.OnceValues(func() (Owner, error) {
 func bootID() (string, error) {
 	b, err := os.ReadFile(bootIDFile)
 	if err != nil {
-		return "", fmt.Errorf("reap: %w", err)
+		return "", fmt.Errorf("reaper: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
@@ -94,11 +94,11 @@ func (o Owner) Alive() (bool, error) {
 func lock(stateDir string, how int) (*os.File, error) {
 	dir := filepath.Join(stateDir, RecordsDir)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("reap: %w", err)
+		return nil, fmt.Errorf("reaper: %w", err)
 	}
 	f, err := os.Open(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reap: %w", err)
+		return nil, fmt.Errorf("reaper: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), how); err != nil {
 		f.Close()
@@ -121,7 +121,7 @@ func Begin(stateDir string, r *Run) (release func(), err error) {
 	}
 	f, err := lock(stateDir, unix.LOCK_SH)
 	if err != nil {
-		return nil, fmt.Errorf("reap: locking %s: %w", filepath.Join(stateDir, RecordsDir), err)
+		return nil, fmt.Errorf("reaper: locking %s: %w", filepath.Join(stateDir, RecordsDir), err)
 	}
 	b, err := json.Marshal(r)
 	if err == nil {
@@ -129,7 +129,7 @@ func Begin(stateDir string, r *Run) (release func(), err error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("reap: recording run %s: %w", r.ID, err)
+		return nil, fmt.Errorf("reaper: recording run %s: %w", r.ID, err)
 	}
 	return func() { f.Close() }, nil
 }
@@ -186,7 +186,7 @@ func Sweep(stateDir string, opts Options) (*Report, error) {
 		return rep, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reap: locking %s: %w", filepath.Join(stateDir, RecordsDir), err)
+		return nil, fmt.Errorf("reaper: locking %s: %w", filepath.Join(stateDir, RecordsDir), err)
 	}
 	defer f.Close()
 
@@ -246,7 +246,7 @@ func readRecords(stateDir, inst string, cands map[string]*candidate, rep *Report
 	dir := filepath.Join(stateDir, RecordsDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("reap: %w", err)
+		return fmt.Errorf("reaper: %w", err)
 	}
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(e.Name(), ".json")

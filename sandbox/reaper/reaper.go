@@ -1,4 +1,4 @@
-// Package reap labels the host-side state of sandbox runs and removes
+// Package reaper labels the host-side state of sandbox runs and removes
 // what runs that died left behind.
 //
 // # What a run leaves on the host
@@ -49,7 +49,7 @@
 // are serialised by an exclusive flock(2) on STATE/runs; a run holds it
 // shared while it creates its cgroup, so that a sweep never removes the
 // empty ancestor a new run is creating its group in.
-package reap
+package reaper
 
 import (
 	"crypto/sha256"
@@ -117,13 +117,13 @@ func NewRun(stateDir, tenant, id string) (*Run, error) {
 func (r *Run) check() error {
 	switch {
 	case !validInst.MatchString(r.Instance):
-		return fmt.Errorf("reap: malformed instance %q", r.Instance)
+		return fmt.Errorf("reaper: malformed instance %q", r.Instance)
 	case !validID.MatchString(r.ID):
-		return fmt.Errorf("reap: malformed run ID %q", r.ID)
+		return fmt.Errorf("reaper: malformed run ID %q", r.ID)
 	case !validTenant.MatchString(r.Tenant):
-		return fmt.Errorf("reap: malformed tenant %q", r.Tenant)
+		return fmt.Errorf("reaper: malformed tenant %q", r.Tenant)
 	case r.Started <= 0 || r.Owner.PID <= 0 || r.Owner.Start == 0:
-		return fmt.Errorf("reap: run %s: malformed start or owner", r.ID)
+		return fmt.Errorf("reaper: run %s: malformed start or owner", r.ID)
 	}
 	return nil
 }
