@@ -17,6 +17,7 @@ import (
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/internal/cleanup"
 	"github.com/cordon-dev/cordon/sandbox/cgroup"
+	"github.com/cordon-dev/cordon/sandbox/reaper"
 	"github.com/cordon-dev/cordon/sandbox/stage"
 	"github.com/cordon-dev/cordon/tier"
 )
@@ -105,15 +106,40 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, refusedf("tenant %q: %v", tenant, err)
 	}
+	// Remove what this installation's dead runs left behind, first: a
+	// sweep costs a few directory reads, and is skipped while another
+	// sweep or a starting run holds the lock. What it cannot remove
+	// stays for the next one, or for 'cordon reap'.
+	_, _ = reaper.Sweep(s.StateDir, reaper.Options{})
 	sb := &Sandbox{ctx: ctx, spec: s, runID: newRunID(), hostBase: ts.base}
 	sb.res = &Result{Tier: s.Tier, GrantsID: s.Grants.ID(), HostUID: sb.hostBase + insideUID}
 
 	var cu cleanup.Cleanup
 	defer cu.Clean() // undoes every step below unless Create succeeds
 
-	cg, err := cgroup.New("cordon/"+tenant+"/"+sb.runID, cgroup.Limits{
+	// The run's cgroup is labelled with this installation, the run and
+	// this process (package reaper), and recorded in the state directory
+	// before it is made, so that a sweep finds it if this process dies.
+	label, err := reaper.NewRun(s.StateDir, tenant, sb.runID)
+	if err != nil {
+		return nil, refusedf("labelling the run: %v", err)
+	}
+	if label.Cgroups, err = cgroup.Dirs(label.Group()); err != nil {
+		return nil, refusedf("cgroup: %v", err)
+	}
+	release, err := reaper.Begin(s.StateDir, label)
+	if err != nil {
+		return nil, refusedf("%v", err)
+	}
+	cu.Add(func() {
+		if sb.destroyErr == nil { // the cgroup is gone; else a sweep retries
+			_ = reaper.End(s.StateDir, label)
+		}
+	})
+	cg, err := cgroup.New(label.Group(), cgroup.Limits{
 		MemoryBytes: s.Limits.MemoryBytes, PIDs: s.Limits.PIDs, CPUMillis: s.Limits.CPUMillis,
 	})
+	release()
 	if err != nil {
 		return nil, refusedf("cgroup: %v", err)
 	}

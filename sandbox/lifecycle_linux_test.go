@@ -83,7 +83,7 @@ func procStartTime(pid int) string {
 	return f[19]
 }
 
-// cgroupDirs returns the directories named runID anywhere in the host's
+// cgroupDirs returns the directories labelled with runID anywhere in the host's
 // cgroup hierarchies: the run's cgroup, in every hierarchy it lives in.
 func cgroupDirs(t *testing.T, runID string) []string {
 	t.Helper()
@@ -95,7 +95,7 @@ func cgroupDirs(t *testing.T, runID string) []string {
 			}
 			return err
 		}
-		if d.IsDir() && d.Name() == runID {
+		if d.IsDir() && strings.HasPrefix(d.Name(), runID+"-") { // package reaper's label
 			out = append(out, p)
 		}
 		return nil
@@ -152,7 +152,7 @@ func nothingLeft(t *testing.T, tr *trace, stateDir string, fds int) {
 	if dirs := cgroupDirs(t, tr.runID); len(dirs) > 0 {
 		t.Errorf("the run's cgroup is still there: %v", dirs)
 	}
-	want := []string{"tenants", "tenants/_single", "tenants/_single/range"}
+	want := []string{"runs", "tenants", "tenants/_single", "tenants/_single/range"}
 	if got := stateFiles(t, stateDir); !slices.Equal(got, want) {
 		t.Errorf("state directory holds %v, want %v", got, want)
 	}
@@ -237,6 +237,7 @@ func TestLifecycleMatchesRun(t *testing.T) {
 
 	s2, out2 := lifecycleSpec(t, argv...)
 	withOutputs("out.txt")(s2)
+	s2.StateDir = s1.StateDir // one installation: the same host uid range
 	sb, err := Create(context.Background(), s2)
 	if err != nil {
 		t.Fatalf("Create: %v", err)

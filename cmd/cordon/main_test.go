@@ -102,6 +102,10 @@ func TestScripts(t *testing.T) {
 					}
 				}
 			},
+			// runs STATE N [busy|idle]: wait (up to 30s) until STATE
+			// records N runs, each with its cgroup present in every
+			// hierarchy and holding processes (busy) or none (idle).
+			"runs": cmdRuns,
 			// status N command args...: run command and require exit status N.
 			"status": func(ts *testscript.TestScript, neg bool, args []string) {
 				if neg || len(args) < 2 {

@@ -52,7 +52,10 @@
 // its Close, and an ancestor such as "cordon/<tenant>" by the Close of
 // the last group beneath it. Groups are safe to create and close from
 // several goroutines; two processes managing groups beneath the same
-// cgroup may race on shared ancestors.
+// cgroup may race on shared ancestors. A group whose process died before
+// its Close stays behind; Dirs says where a group lives, Idle whether it
+// still holds processes, and RemoveIdle removes it once it holds none
+// (package sandbox/reaper decides which groups are such leftovers).
 //
 // # Not Linux
 //
@@ -77,6 +80,9 @@ var (
 	ErrUnavailable = errors.New("cgroup: unavailable")
 	// ErrInvalid is returned by New for a malformed path or limits.
 	ErrInvalid = errors.New("cgroup: invalid argument")
+	// ErrBusy is returned by RemoveIdle for a group that holds a process
+	// or a child group.
+	ErrBusy = errors.New("cgroup: busy")
 )
 
 // Limits bound the processes of one group.
@@ -202,6 +208,34 @@ func (c Config) New(path string, lim Limits) (*Group, error) {
 	}
 	return c.newGroup(path, lim)
 }
+
+// Dirs returns the directories that the group path has, or that New
+// would give it, beneath this process's own cgroup: one per hierarchy
+// (co-mounted controllers share one), in the order New creates them. It
+// creates and checks nothing beyond reading where the hierarchies are.
+func Dirs(path string) ([]string, error) { return Config{}.Dirs(path) }
+
+// Dirs is like the package's Dirs, for a group placed by c.
+func (c Config) Dirs(path string) ([]string, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
+	return c.dirs(path)
+}
+
+// Idle reports whether the group directory dir, in any hierarchy, holds
+// no process: its cgroup.procs is empty. dir must be on a cgroup or
+// cgroup2 file system.
+func Idle(dir string) (bool, error) { return idle(dir) }
+
+// RemoveIdle removes the group directory dir, in any hierarchy, when it
+// holds no process and no child group; otherwise it removes nothing and
+// returns an error wrapping ErrBusy. It never signals a process. dir
+// must be on a cgroup or cgroup2 file system, or the error wraps
+// ErrInvalid. It is for groups left behind by a process that died
+// before it closed them; the kernel refuses the removal if a process
+// joins the group meanwhile.
+func RemoveIdle(dir string) error { return removeIdle(dir) }
 
 // selfLeaf is the v2 leaf this process moves itself into; see the package
 // documentation. No group path may begin with it.

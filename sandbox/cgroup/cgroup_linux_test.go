@@ -699,3 +699,67 @@ func BenchmarkNewAddClose(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// Dirs names where New puts a group, before and after it exists; Idle
+// and RemoveIdle remove a group left behind only once it holds no
+// process and no child group, and nothing that is not a cgroup.
+func TestDirsAndRemoveIdle(t *testing.T) {
+	requireRoot(t)
+	name := uniqueName(t)
+	want, err := Dirs(name + "/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(name+"/run", testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if !slices.Equal(want, g.dirs) {
+		t.Fatalf("Dirs = %v, New made %v", want, g.dirs)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `read _; sleep 1000`)
+	in := startGated(t, cmd)
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(in)
+	for _, dir := range want {
+		if ok, err := Idle(dir); ok || err != nil {
+			t.Errorf("Idle(%s) = %v, %v with a process in it", dir, ok, err)
+		}
+		if err := RemoveIdle(dir); !errors.Is(err, ErrBusy) || !exists(dir) {
+			t.Errorf("RemoveIdle(%s) with a process in it = %v", dir, err)
+		}
+		// The parent holds the group: busy too.
+		if err := RemoveIdle(filepath.Dir(dir)); !errors.Is(err, ErrBusy) {
+			t.Errorf("RemoveIdle(%s) with a child group = %v", filepath.Dir(dir), err)
+		}
+	}
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range want {
+		if ok, err := Idle(dir); !ok || err != nil {
+			t.Errorf("Idle(%s) = %v, %v after Kill", dir, ok, err)
+		}
+		if err := RemoveIdle(dir); err != nil || exists(dir) {
+			t.Errorf("RemoveIdle(%s) = %v", dir, err)
+		}
+		if err := RemoveIdle(filepath.Dir(dir)); err != nil {
+			t.Errorf("RemoveIdle(%s) = %v", filepath.Dir(dir), err)
+		}
+	}
+	// The group is gone: remove the ancestors New made, as Close would.
+	if err := g.remove(); err != nil {
+		t.Errorf("removing the ancestors: %v", err)
+	}
+	g.closed = true
+	plain := t.TempDir()
+	if err := RemoveIdle(plain); !errors.Is(err, ErrInvalid) || !exists(plain) {
+		t.Errorf("RemoveIdle of a plain directory = %v", err)
+	}
+	if _, err := Dirs("../escape"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Dirs of a bad path = %v", err)
+	}
+}

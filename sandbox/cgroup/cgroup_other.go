@@ -24,3 +24,7 @@ func (g *Group) stats() (Stats, error)          { return Stats{}, unsupported() 
 func (g *Group) kill() error                    { return unsupported() }
 func (g *Group) joinFiles() ([]*os.File, error) { return nil, unsupported() }
 func (g *Group) remove() error                  { return unsupported() }
+
+func (c Config) dirs(string) ([]string, error) { return nil, unsupported() }
+func idle(string) (bool, error)                { return false, unsupported() }
+func removeIdle(string) error                  { return unsupported() }
