@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestCheckPath(t *testing.T) {
@@ -75,8 +77,13 @@ func TestCheckPath(t *testing.T) {
 // refCheckPath is a naive reference for CheckPath, written from the
 // definition by segments rather than with path.Clean.
 func refCheckPath(p string) bool {
-	if p == "" || len(p) > maxPath || strings.Contains(p, "\x00") {
+	if p == "" || len(p) > maxPath || strings.Contains(p, "\x00") || !utf8.ValidString(p) {
 		return false
+	}
+	for _, r := range p { // plain text: no control characters, no noncharacters
+		if unicode.IsControl(r) && r < 0x80 || (r >= 0xFDD0 && r <= 0xFDEF) || r%0x10000 >= 0xFFFE {
+			return false
+		}
 	}
 	segs := strings.Split(p, "/")
 	for _, s := range segs {
