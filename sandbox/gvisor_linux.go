@@ -89,12 +89,16 @@ func probeGVisor() error {
 	if err := writeBundle(dir, &cfg); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, runsc, append(runscFlags(filepath.Join(dir, "state")), "run", "--bundle", dir, "cordon-probe-"+newRunID())...)
+	cmd := exec.Command(runsc, append(runscFlags(filepath.Join(dir, "state")), "run", "--bundle", dir, "cordon-probe-"+newRunID())...)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("runsc (%s) did not start: %v", runsc, err)
+	}
+	// The probe has no caller to bound it: a runsc that hangs is killed.
+	stop := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill() })
+	err = cmd.Wait()
+	stop.Stop()
 	if err != nil || strings.TrimSpace(out.String()) != "cordon-gvisor-probe" {
 		return fmt.Errorf("runsc (%s) did not run a program: %v: %s", runsc, err, lastLines(out.String(), 5))
 	}
