@@ -42,6 +42,9 @@ func Covers(parent, child *Set) error {
 	if parent.Confidential && !child.Confidential {
 		return widen("confidential", "the parent requires confidential computing; the child may not drop it")
 	}
+	if parent.IsolatedKernel && !child.IsolatedKernel {
+		return widen("isolated_kernel", "the parent requires a kernel other than the host's; the child may not drop it")
+	}
 
 	for i, c := range child.Devices {
 		if !slices.ContainsFunc(parent.Devices, func(p Device) bool {

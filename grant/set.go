@@ -119,6 +119,10 @@ type Set struct {
 	Trusted      bool // code: "trusted"; false for "untrusted"
 	MultiTenant  bool // tenancy: "multi"; false for "single"
 	Confidential bool
+	// IsolatedKernel (optional "isolated_kernel", default false): the
+	// program's system calls must be served by a kernel other than the
+	// host's — a user-space kernel or a microVM's (tier S4).
+	IsolatedKernel bool
 
 	Devices  []Device
 	FS       []FSRule
@@ -176,6 +180,7 @@ func FromValue(v canon.Value) (*Set, error) {
 		r.Fail("tenancy", "want \"single\" or \"multi\", got %q", t)
 	}
 	s.Confidential, _ = o.Bool("confidential", true)
+	s.IsolatedKernel, _ = o.Bool("isolated_kernel", false)
 
 	devs, _ := o.Array("devices", false)
 	for i, e := range devs {

@@ -22,16 +22,16 @@ func (s *Spec) check() error {
 		return refusedf("the grant set requires tier %s, and a run executes at exactly its required tier (asked for %s)", req, s.Tier)
 	}
 	switch s.Tier {
-	case tier.S2:
+	case tier.S2, tier.S4:
 		if s.Tenant != "" {
-			return refusedf("tenant %q given for a single-tenant (S2) run", s.Tenant)
+			return refusedf("tenant %q given for a single-tenant (%s) run", s.Tenant, s.Tier)
 		}
 	case tier.S3:
 		if !validTenant.MatchString(s.Tenant) {
 			return refusedf("an S3 run needs a tenant name matching %s, got %q", validTenant, s.Tenant)
 		}
 	default:
-		return refusedf("the sandbox provides S2 and S3, not %s", s.Tier)
+		return refusedf("the sandbox provides S2, S3 and S4, not %s", s.Tier)
 	}
 	l := s.Limits
 	for _, v := range []struct {

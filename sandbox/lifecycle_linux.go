@@ -94,6 +94,9 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	if s.Tier == tier.S4 {
+		return nil, refusedf("an S4 run has no step-by-step lifecycle: use Run")
+	}
 	if err := Probe(s.Tier); err != nil {
 		return nil, &ExitError{Code: ExitRefused, Err: err}
 	}

@@ -19,8 +19,14 @@ var probeOnce = sync.OnceValue(probe)
 // The error names each missing facility, wraps ErrUnavailable and says
 // what to do; it is nil only when all are present.
 func Probe(t tier.Tier) error {
+	if t == tier.S4 {
+		if err := gvisorProbeOnce(); err != nil {
+			return fmt.Errorf("%w for S4: %v", ErrUnavailable, err)
+		}
+		return nil
+	}
 	if t != tier.S2 && t != tier.S3 {
-		return fmt.Errorf("%w: the sandbox provides S2 and S3, not %s", ErrUnavailable, t)
+		return fmt.Errorf("%w: the sandbox provides S2, S3 and S4, not %s", ErrUnavailable, t)
 	}
 	missing := probeOnce()
 
@@ -31,10 +37,12 @@ func Probe(t tier.Tier) error {
 }
 
 // Offers returns the tiers this host can provide: S2 and S3 when every
-// facility is present and cordon runs as root, nothing otherwise.
+// facility is present and cordon runs as root, S4 when a program has
+// really run under gVisor here (probed once per process), nothing
+// otherwise.
 func Offers() []tier.Tier {
 	var out []tier.Tier
-	for _, t := range []tier.Tier{tier.S2, tier.S3} {
+	for _, t := range []tier.Tier{tier.S2, tier.S3, tier.S4} {
 		if Probe(t) == nil {
 			out = append(out, t)
 		}

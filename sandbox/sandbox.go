@@ -75,6 +75,9 @@ var (
 // or its outputs could not be copied back (Result.OutputsErr). A refusal
 // is an *ExitError with Code 125, 126 or 127.
 func Run(ctx context.Context, s *Spec) (*Result, error) {
+	if s.Tier == tier.S4 {
+		return runGVisor(ctx, s) // gvisor_linux.go: S4 has no step-by-step lifecycle
+	}
 	sb, err := Create(ctx, s)
 	if err != nil {
 		return nil, err
@@ -154,7 +157,8 @@ type Spec struct {
 	Argv []string
 	// Grants is the run's grant set; it must require exactly Tier.
 	Grants *grant.Set
-	// Tier is S2 (single tenant) or S3 (multi-tenant).
+	// Tier is S2 (single tenant), S3 (multi-tenant) or S4 (gVisor, Run
+	// only).
 	Tier tier.Tier
 	// Tenant names the tenant at S3 ("" at S2).
 	Tenant string

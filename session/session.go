@@ -174,7 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 func planFor(sb Sandbox, gs *grant.Set) Plan {
 	p := Plan{Required: selection.Required(gs), Offers: sb.Offers()}
 	if _, err := (selection.Host{Offers: p.Offers}).Select(gs); err != nil {
-		if p.Required == tier.S2 || p.Required == tier.S3 {
+		if p.Required == tier.S2 || p.Required == tier.S3 || p.Required == tier.S4 {
 			if perr := sb.Probe(p.Required); perr != nil {
 				err = fmt.Errorf("%w (%w)", err, perr) // say which facility is missing
 			}

@@ -51,6 +51,9 @@ func Requirements(s *grant.Set) []Reason {
 	if s.MultiTenant {
 		add(tier.S3, "tenancy: multi-tenant hosts isolate tenants")
 	}
+	if s.IsolatedKernel {
+		add(tier.S4, "isolated_kernel: system calls served by a user-space kernel or microVM, not the host's")
+	}
 	for i, d := range s.Devices {
 		if d.Mode == "direct" {
 			add(tier.S5, "devices[%d]: %s by direct assignment", i, d.Class)

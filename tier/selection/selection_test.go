@@ -41,6 +41,11 @@ func TestRequiredTable(t *testing.T) {
 		{"untrusted", map[string]any{"devices": cpu}, tier.S2},
 		{"gpu brokered, trusted", map[string]any{"code": "trusted", "devices": []any{map[string]any{"class": "gpu", "mode": "brokered"}}}, tier.S2},
 		{"multi-tenant", map[string]any{"tenancy": "multi"}, tier.S3},
+		{"isolated kernel", map[string]any{"isolated_kernel": true}, tier.S4},
+		{"isolated kernel, trusted", map[string]any{"code": "trusted", "isolated_kernel": true}, tier.S4},
+		{"isolated kernel false", map[string]any{"isolated_kernel": false}, tier.S2},
+		{"isolated kernel beats multi-tenant", map[string]any{"tenancy": "multi", "isolated_kernel": true}, tier.S4},
+		{"direct beats isolated kernel", map[string]any{"isolated_kernel": true, "devices": []any{map[string]any{"class": "gpu", "mode": "direct"}}}, tier.S5},
 		{"gpu direct", map[string]any{"devices": []any{map[string]any{"class": "gpu", "mode": "direct"}}}, tier.S5},
 		{"cpu direct", map[string]any{"code": "trusted", "devices": []any{map[string]any{"class": "cpu", "mode": "direct"}}}, tier.S5},
 		{"confidential", map[string]any{"confidential": true}, tier.S6},
@@ -59,6 +64,7 @@ func TestRequiredMonotone(t *testing.T) {
 		func(d map[string]any) { d["code"] = "untrusted" },
 		func(d map[string]any) { d["tenancy"] = "multi" },
 		func(d map[string]any) { d["confidential"] = true },
+		func(d map[string]any) { d["isolated_kernel"] = true },
 		func(d map[string]any) { d["env"] = []string{"LANG"} },
 		func(d map[string]any) { d["limits"] = map[string]any{"pids": 4} },
 		func(d map[string]any) {
@@ -94,6 +100,7 @@ func TestSelectExact(t *testing.T) {
 		tier.S1: set(t, map[string]any{"code": "trusted", "env": []string{"A"}}),
 		tier.S2: set(t, map[string]any{}),
 		tier.S3: set(t, map[string]any{"tenancy": "multi"}),
+		tier.S4: set(t, map[string]any{"isolated_kernel": true}),
 		tier.S5: set(t, map[string]any{"devices": []any{map[string]any{"class": "gpu", "mode": "direct"}}}),
 		tier.S6: set(t, map[string]any{"confidential": true}),
 	}
