@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 
 	seccompbpf "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -97,10 +96,24 @@ func policies(goarch string, rules []rule, allow []string) ([]*seccompbpf.Policy
 			enosys.Names = append(enosys.Names, r.Syscall)
 		}
 	}
+	// The kernel caches the answer for a call that no argument decides
+	// (Linux 5.11 and later), so only the conditional calls run through
+	// the allowed group: they come first in it.
+	var allowNames []string
+	for _, name := range allow {
+		if conditional[name] != nil {
+			allowNames = append(allowNames, name)
+		}
+	}
+	for _, name := range allow {
+		if conditional[name] == nil {
+			allowNames = append(allowNames, name)
+		}
+	}
 	return append(ps, &seccompbpf.Policy{
 		DefaultAction: placeholder,
 		Syscalls: []seccompbpf.SyscallGroup{
-			{Action: seccompbpf.ActionAllow, Names: slices.Clone(allow)},
+			{Action: seccompbpf.ActionAllow, Names: allowNames},
 			enosys,
 		},
 	}), nil
