@@ -1,14 +1,36 @@
 // Package seccomp is the system call filter of cordon's sandbox: a
-// seccomp-BPF denylist (Linux, Documentation/userspace-api/seccomp_filter.rst),
+// seccomp-BPF allowlist (Linux, Documentation/userspace-api/seccomp_filter.rst),
 // assembled with github.com/elastic/go-seccomp-bpf and loaded by Install on
 // the calling OS thread only, for the processes that thread then starts.
 //
 // The filter is one layer of several. It does not confine file or network
-// access (Landlock, namespaces and the egress proxy do); it removes kernel
-// interfaces an agent has no use for and that have served to escape
-// sandboxes or to attack the kernel. It is a denylist: the default action
-// is ALLOW, and a system call not named below is allowed, including ones
-// added to the kernel after this list was written.
+// access (Landlock, namespaces and the egress proxy do); it keeps programs
+// to the kernel interfaces ordinary programs use, and away from those that
+// have served to escape sandboxes or to attack the kernel.
+//
+// # Default deny
+//
+// Allowed lists the system calls the filter lets through (allow.go), in
+// groups: files, I/O, polling, memory, processes, credentials, signals,
+// time, scheduling, limits, sockets, IPC and self-restriction. The list
+// follows Docker's default profile for a container without added
+// capabilities, less what the rules below deny. Every other call is
+// denied: it does nothing and returns -1 with errno EPERM, or ENOSYS when
+// its number is above the newest call go-seccomp-bpf knows (a call newer
+// than this table, which its callers must expect a kernel to lack). The
+// rules below are reviewed decisions: calls denied on purpose, with
+// ENOSYS where callers fall back on it, and conditions under which an
+// allowed call (clone, ioctl, personality, setrlimit, prlimit64, socket,
+// socketpair) is refused. Every call go-seccomp-bpf knows is either
+// allowed or named by a rule; TestTableComplete checks it, so a new
+// go-seccomp-bpf release cannot add a call nobody classified. Reachable
+// counts the system call numbers the filter can let through.
+//
+// Calls whose newer variants glibc and other libraries try first and fall
+// back from on ENOSYS are allowed where the variant is harmless: statx,
+// faccessat2, openat2, close_range, fchmodat2, rseq, epoll_pwait2,
+// futex_waitv, pidfd_open and pidfd_send_signal. clone3 is not (its flags
+// are in memory), and answers ENOSYS.
 //
 // # Architecture checks
 //
@@ -32,7 +54,8 @@
 // # Rules
 //
 // Rules returns the list below. A denied call does nothing and returns -1
-// with errno EPERM, except clone3, which gets ENOSYS. Denials use EPERM,
+// with errno EPERM, except clone3 and the newer variants below, which get
+// ENOSYS. Denials use EPERM,
 // not the errno the kernel would give for a missing feature, so that a
 // denial is recognisably policy, and so that the tests can tell the
 // filter's answer from the kernel's. Conditions compare all 64 bits of an
@@ -147,6 +170,37 @@
 // the kernel, so it is the filter that keeps it at 1. The kernel reads the
 // resource as 32 bits, so a resource with any higher bit set is refused as
 // well (setrlimit always; prlimit64 when it sets).
+//
+// Other processes and the host: kcmp compares the kernel objects of two
+// processes, and process_madvise and process_mrelease act on another
+// process's memory; all three need what ptrace needs. sethostname and
+// setdomainname (the UTS namespace refuses them anyway without
+// CAP_SYS_ADMIN). fanotify_mark, useless without fanotify_init. cachestat
+// reports which pages of a file are in the page cache, a side channel on
+// the runtime files other processes read.
+//
+// Newer variants, which answer ENOSYS so that callers take the fallback
+// they have for older kernels: futex_wake, futex_wait and futex_requeue
+// (futex is allowed); setxattrat, getxattrat, listxattrat and
+// removexattrat (the *xattr calls are allowed); statmount and listmount
+// (/proc/self/mountinfo); lsm_get_self_attr, lsm_set_self_attr and
+// lsm_list_modules (/proc/self/attr).
+//
+// Quiet: obsolete, unimplemented or internal calls, named only so that
+// the table is complete; the default answers them the same way.
+// remap_file_pages (deprecated, emulated); on amd64 _sysctl, ustat,
+// sysfs, create_module, get_kernel_syms, query_module, getpmsg, putpmsg,
+// afs_syscall, tuxcall, security, vserver, epoll_ctl_old,
+// epoll_wait_old, set_thread_area and get_thread_area (32-bit TLS
+// descriptors), and uretprobe (the kernel's uprobe trampoline calls it);
+// on arm64 arch_specific_syscall and the 32-bit time64 calls, whose
+// numbers only AArch32 programs use: clock_gettime64, clock_settime64,
+// clock_adjtime64, clock_getres_time64, clock_nanosleep_time64,
+// timer_gettime64, timer_settime64, timerfd_gettime64, timerfd_settime64,
+// utimensat_time64, pselect6_time64, ppoll_time64, io_pgetevents_time64,
+// recvmmsg_time64, mq_timedsend_time64, mq_timedreceive_time64,
+// semtimedop_time64, rt_sigtimedwait_time64, futex_time64 and
+// sched_rr_get_interval_time64.
 //
 // # Threads and processes
 //

@@ -532,8 +532,61 @@ var probes = []probe{
 		_, err := sys(unix.SYS_SYNCFS, uintptr(e.pipeR))
 		return err
 	}},
+
+	// Other processes and the host name. As root, sethostname and
+	// setdomainname fail on the length (at most 64) before changing
+	// anything.
+	{name: "kcmp(self, self, KCMP_FILE, 0, 0)", rule: "kcmp", deny: unix.EPERM, run: named("kcmp", uintptr(unix.Getpid()), uintptr(unix.Getpid()), 0, 0, 0)},
+	{name: "process_madvise(-1)", rule: "process_madvise", deny: unix.EPERM, run: named("process_madvise", minus1, 0, 0, 0, 0)},
+	{name: "process_mrelease(-1)", rule: "process_mrelease", deny: unix.EPERM, run: named("process_mrelease", minus1, 0)},
+	{name: "sethostname(NULL, 65)", rule: "sethostname", deny: unix.EPERM, same: "without CAP_SYS_ADMIN the kernel answers EPERM as well",
+		run: named("sethostname", 0, 65)},
+	{name: "setdomainname(NULL, 65)", rule: "setdomainname", deny: unix.EPERM, same: "without CAP_SYS_ADMIN the kernel answers EPERM as well",
+		run: named("setdomainname", 0, 65)},
+	{name: "fanotify_mark(-1)", rule: "fanotify_mark", deny: unix.EPERM, run: named("fanotify_mark", minus1, 0, 0, fdArg(unix.AT_FDCWD), 0)},
+	{name: "cachestat(-1)", rule: "cachestat", deny: unix.EPERM, run: named("cachestat", minus1, 0, 0, 0)},
+	{name: "remap_file_pages(0)", rule: "remap_file_pages", deny: unix.EPERM, run: named("remap_file_pages", 0, 0, 0, 0, 0)},
+
+	// Newer variants answer ENOSYS. Invalid arguments: without the filter
+	// the kernel (6.13 or later) refuses them with EINVAL, EFAULT or EBADF.
+	{name: "futex_wake(NULL)", rule: "futex_wake", deny: unix.ENOSYS, same: newerSame, run: named("futex_wake", 0, 0, 0, 0)},
+	{name: "futex_wait(NULL)", rule: "futex_wait", deny: unix.ENOSYS, same: newerSame, run: named("futex_wait", 0, 0, 0, 0, 0, 0)},
+	{name: "futex_requeue(NULL)", rule: "futex_requeue", deny: unix.ENOSYS, same: newerSame, run: named("futex_requeue", 0, 0, 0, 0)},
+	{name: "setxattrat(-1)", rule: "setxattrat", deny: unix.ENOSYS, same: newerSame, run: named("setxattrat", minus1, 0, 0, 0, 0, 0)},
+	{name: "getxattrat(-1)", rule: "getxattrat", deny: unix.ENOSYS, same: newerSame, run: named("getxattrat", minus1, 0, 0, 0, 0, 0)},
+	{name: "listxattrat(-1)", rule: "listxattrat", deny: unix.ENOSYS, same: newerSame, run: named("listxattrat", minus1, 0, 0, 0, 0)},
+	{name: "removexattrat(-1)", rule: "removexattrat", deny: unix.ENOSYS, same: newerSame, run: named("removexattrat", minus1, 0, 0, 0)},
+	{name: "statmount(NULL)", rule: "statmount", deny: unix.ENOSYS, same: newerSame, run: named("statmount", 0, 0, 0, 0)},
+	{name: "listmount(NULL)", rule: "listmount", deny: unix.ENOSYS, same: newerSame, run: named("listmount", 0, 0, 0, 0)},
+	{name: "lsm_get_self_attr(0)", rule: "lsm_get_self_attr", deny: unix.ENOSYS, same: newerSame, run: named("lsm_get_self_attr", 0, 0, 0, 0)},
+	{name: "lsm_set_self_attr(0)", rule: "lsm_set_self_attr", deny: unix.ENOSYS, same: newerSame, run: named("lsm_set_self_attr", 0, 0, 0, 0)},
+	{name: "lsm_list_modules(NULL)", rule: "lsm_list_modules", deny: unix.ENOSYS, same: newerSame, run: named("lsm_list_modules", 0, 0, 0)},
+
+	// Numbers no rule names: below the newest call the table knows, the
+	// default's EPERM (the kernel has no call there: ENOSYS); above it,
+	// ENOSYS, as from a kernel without that call.
+	{name: "number 400 (no call)", deny: unix.EPERM, run: func(*probeEnv) error { _, err := sys(400); return err }},
+	{name: "number above the newest known", deny: unix.ENOSYS, same: "the kernel has no call there either",
+		run: func(*probeEnv) error { _, err := sys(uintptr(newestKnown(arches[runtime.GOARCH])) + 1); return err }},
+
 	{name: "socketpair(AF_NETLINK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_NETLINK, unix.SOCK_RAW)},
 	{name: "socketpair(AF_VSOCK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_VSOCK, unix.SOCK_STREAM)},
+}
+
+// newerSame is why a newer call may answer ENOSYS without the filter.
+const newerSame = "a kernel older than the call answers ENOSYS itself"
+
+// named returns a probe that makes the system call go-seccomp-bpf names
+// name on this GOARCH, with args that are not pointers.
+func named(name string, args ...uintptr) func(*probeEnv) error {
+	return func(*probeEnv) error {
+		nr, ok := arches[runtime.GOARCH].SyscallNames[name]
+		if !ok {
+			return fmt.Errorf("no system call %q on %s", name, runtime.GOARCH)
+		}
+		_, err := sys(uintptr(nr), args...)
+		return err
+	}
 }
 
 // sameRlimit sets resource (its low 32 bits name it to the kernel) to

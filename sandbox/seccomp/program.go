@@ -32,77 +32,157 @@ func archInfo(goarch string) (*arch.Info, error) {
 	return info, nil
 }
 
-// policy returns the go-seccomp-bpf policy of the rules that apply on
-// goarch: default ALLOW, one group per errno.
-func policy(goarch string, rules []rule) (*seccompbpf.Policy, error) {
-	if _, err := archInfo(goarch); err != nil {
+// placeholder is the default action handed to go-seccomp-bpf, which
+// accepts only its own actions: SECCOMP_RET_TRAP, which the filter uses
+// nowhere else. assemble replaces every return of it with a jump to its
+// own default.
+const placeholder = seccompbpf.ActionTrap
+
+// policies returns the go-seccomp-bpf policies of rules and allow on
+// goarch, which assemble chains: one per call with conditional rules
+// (EPERM when a condition holds), then one of the allowed calls and the
+// calls that answer ENOSYS. Each policy's default, the placeholder, goes
+// on to the next policy, and after the last to assemble's default.
+//
+// Each conditional call has a policy of its own because go-seccomp-bpf
+// loads arguments into the accumulator and then compares the next call's
+// number against it without loading the number again; a policy starts by
+// loading it. A call denied always with EPERM is not assembled: the
+// default answers it the same way. policies checks every name against
+// goarch's table, and that no call is both allowed and denied always.
+func policies(goarch string, rules []rule, allow []string) ([]*seccompbpf.Policy, error) {
+	info, err := archInfo(goarch)
+	if err != nil {
 		return nil, err
 	}
-	groups := map[string]*seccompbpf.SyscallGroup{}
-	var order []string
+	allowed := map[string]bool{}
+	for _, name := range allow {
+		if _, ok := info.SyscallNames[name]; !ok {
+			return nil, fmt.Errorf("seccomp: allowed call %q is no system call on %s", name, goarch)
+		}
+		allowed[name] = true
+	}
+	conditional := map[string]*seccompbpf.Policy{}
+	var ps []*seccompbpf.Policy
+	enosys := seccompbpf.SyscallGroup{Action: seccompbpf.ActionErrno | errnoENOSYS}
 	for _, r := range rules {
 		if r.GOARCH != "" && r.GOARCH != goarch {
 			continue
 		}
-		g := groups[r.Errno]
-		if g == nil {
-			errno, err := errnoValue(r.Errno)
-			if err != nil {
-				return nil, err
+		if _, ok := info.SyscallNames[r.Syscall]; !ok {
+			return nil, fmt.Errorf("seccomp: rule %q is no system call on %s", r.Syscall, goarch)
+		}
+		if _, err := errnoValue(r.Errno); err != nil {
+			return nil, err
+		}
+		switch {
+		case r.cond != nil && r.Errno != "EPERM":
+			return nil, fmt.Errorf("seccomp: conditional rule for %s answers %s; only EPERM is supported", r.Syscall, r.Errno)
+		case r.cond != nil && !allowed[r.Syscall]:
+			return nil, fmt.Errorf("seccomp: conditional rule for %s, which is not allowed", r.Syscall)
+		case r.cond != nil:
+			p := conditional[r.Syscall]
+			if p == nil {
+				p = &seccompbpf.Policy{DefaultAction: placeholder, Syscalls: []seccompbpf.SyscallGroup{
+					{Action: seccompbpf.ActionErrno | errnoEPERM}}}
+				conditional[r.Syscall] = p
+				ps = append(ps, p)
 			}
-			g = &seccompbpf.SyscallGroup{Action: seccompbpf.ActionErrno | seccompbpf.Action(errno)}
-			groups[r.Errno] = g
-			order = append(order, r.Errno)
-		}
-		if r.cond == nil {
-			g.Names = append(g.Names, r.Syscall)
-		} else {
-			g.NamesWithCondtions = append(g.NamesWithCondtions,
+			p.Syscalls[0].NamesWithCondtions = append(p.Syscalls[0].NamesWithCondtions,
 				seccompbpf.NameWithConditions{Name: r.Syscall, Conditions: r.cond})
+		case allowed[r.Syscall]:
+			return nil, fmt.Errorf("seccomp: %s is both allowed and always denied", r.Syscall)
+		case r.Errno == "ENOSYS":
+			enosys.Names = append(enosys.Names, r.Syscall)
 		}
 	}
-	p := &seccompbpf.Policy{DefaultAction: seccompbpf.ActionAllow}
-	for _, errno := range order {
-		p.Syscalls = append(p.Syscalls, *groups[errno])
+	// The kernel caches the answer for a call that no argument decides
+	// (Linux 5.11 and later), so only the conditional calls run through
+	// the allowed group: they come first in it.
+	var allowNames []string
+	for _, name := range allow {
+		if conditional[name] != nil {
+			allowNames = append(allowNames, name)
+		}
 	}
-	return p, nil
+	for _, name := range allow {
+		if conditional[name] == nil {
+			allowNames = append(allowNames, name)
+		}
+	}
+	return append(ps, &seccompbpf.Policy{
+		DefaultAction: placeholder,
+		Syscalls: []seccompbpf.SyscallGroup{
+			{Action: seccompbpf.ActionAllow, Names: allowNames},
+			enosys,
+		},
+	}), nil
 }
 
-// offsetArch is the offset of arch in struct seccomp_data
-// (include/uapi/linux/seccomp.h).
-const offsetArch = 4
+// Offsets in struct seccomp_data (include/uapi/linux/seccomp.h).
+const (
+	offsetNr   = 0
+	offsetArch = 4
+)
 
 // program assembles the filter for the running GOARCH.
 func program() ([]bpf.Instruction, error) {
-	return assemble(table)
+	return assemble(table, allowedNames(runtime.GOARCH))
 }
 
-// assemble assembles rules for the running GOARCH. go-seccomp-bpf
-// resolves system call names for runtime.GOARCH and fails on any name its
-// table lacks, so a misspelt rule is an error, never a gap.
+// assemble assembles rules and allow for the running GOARCH.
+// go-seccomp-bpf resolves system call names for runtime.GOARCH and fails
+// on any name its table lacks, so a misspelt rule is an error, never a gap.
 //
 // go-seccomp-bpf sends a call made under another audit architecture to the
-// default action, which here is ALLOW; its numbers would be read from the
-// wrong table and pass every rule. assemble therefore puts its own check
-// in front that kills the process on any other architecture. The x32 check
-// (a number of 0x40000000 or above answers ENOSYS) is go-seccomp-bpf's.
-func assemble(rules []rule) ([]bpf.Instruction, error) {
+// default action; its numbers would be read from the wrong table. assemble
+// therefore puts its own check in front that kills the process on any
+// other architecture. The x32 check (a number of 0x40000000 or above
+// answers ENOSYS) is go-seccomp-bpf's.
+//
+// The default action is assemble's: a number above the newest call
+// go-seccomp-bpf knows answers ENOSYS, any other EPERM.
+func assemble(rules []rule, allow []string) ([]bpf.Instruction, error) {
 	info, err := archInfo(runtime.GOARCH)
 	if err != nil {
 		return nil, err
 	}
-	p, err := policy(runtime.GOARCH, rules)
+	ps, err := policies(runtime.GOARCH, rules, allow)
 	if err != nil {
 		return nil, err
 	}
-	insts, err := p.Assemble()
-	if err != nil {
-		return nil, fmt.Errorf("seccomp: assemble policy: %w", err)
-	}
-	guard := []bpf.Instruction{
+	prog := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: offsetArch, Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
 		bpf.RetConstant{Val: uint32(seccompbpf.ActionKillProcess)},
 	}
-	return append(guard, insts...), nil
+	for _, p := range ps {
+		insts, err := p.Assemble()
+		if err != nil {
+			return nil, fmt.Errorf("seccomp: assemble policy: %w", err)
+		}
+		// go-seccomp-bpf ends with the default's return, and copies it in
+		// place of a jump too long for a conditional; every copy becomes a
+		// jump to what follows: the next policy, or the default below.
+		start := len(prog)
+		prog = append(prog, insts...)
+		next, defaults := len(prog), 0
+		for i := start; i < next; i++ {
+			if r, ok := prog[i].(bpf.RetConstant); ok && r.Val == uint32(placeholder) {
+				prog[i] = bpf.Jump{Skip: uint32(next - i - 1)}
+				defaults++
+			}
+		}
+		if defaults == 0 {
+			return nil, errors.New("seccomp: go-seccomp-bpf's program has no default return")
+		}
+	}
+	// The default. The accumulator may hold an argument here, so the
+	// number is loaded again.
+	return append(prog,
+		bpf.LoadAbsolute{Off: offsetNr, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: newestKnown(info), SkipTrue: 1},
+		bpf.RetConstant{Val: uint32(seccompbpf.ActionErrno | errnoEPERM)},
+		bpf.RetConstant{Val: uint32(seccompbpf.ActionErrno | errnoENOSYS)},
+	), nil
 }

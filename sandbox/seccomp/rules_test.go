@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"runtime"
@@ -82,20 +83,32 @@ func TestAssemble(t *testing.T) {
 
 func TestAssembleRejectsUnknownSyscall(t *testing.T) {
 	supportedHere(t)
+	allow := allowedNames(runtime.GOARCH)
 	for _, r := range []rule{
 		always("no_such_syscall"),
+		newer("no_such_syscall"),
 		{Rule: Rule{Syscall: "no_such_syscall", Errno: "EPERM", When: "argument 0 is 1"},
 			cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.Equal, Value: 1}}},
 	} {
 		rules := append(slices.Clip(table), r)
-		if _, err := assemble(rules); err == nil || !strings.Contains(err.Error(), "no_such_syscall") {
+		if _, err := assemble(rules, append(slices.Clip(allow), r.Syscall)); err == nil || !strings.Contains(err.Error(), "no_such_syscall") {
 			t.Errorf("assemble(table + %+v) = %v, want an error naming no_such_syscall", r.Rule, err)
 		}
 	}
+	if _, err := assemble(table, append(slices.Clip(allow), "no_such_syscall")); err == nil || !strings.Contains(err.Error(), "no_such_syscall") {
+		t.Errorf("assemble with no_such_syscall allowed = %v, want an error naming it", err)
+	}
 	bad := always("getpid")
 	bad.Errno = "EACCES"
-	if _, err := assemble([]rule{bad}); err == nil {
+	if _, err := assemble([]rule{bad}, nil); err == nil {
 		t.Errorf("assemble with errno %q = nil error, want an error", bad.Errno)
+	}
+	if _, err := assemble([]rule{always("mount")}, []string{"mount"}); err == nil {
+		t.Errorf("assemble with mount both allowed and denied = nil error, want an error")
+	}
+	cond := table[slices.IndexFunc(table, func(r rule) bool { return r.cond != nil })]
+	if _, err := assemble([]rule{cond}, nil); err == nil {
+		t.Errorf("assemble with a condition on %s, which is not allowed = nil error, want an error", cond.Syscall)
 	}
 }
 
@@ -114,6 +127,12 @@ func TestRuleTable(t *testing.T) {
 		if (r.cond == nil) != (r.When == "") {
 			t.Errorf("rule %+v: When must be empty exactly when the rule has no condition", r.Rule)
 		}
+		if r.cond != nil && r.Errno != "EPERM" {
+			t.Errorf("rule %+v: a conditional rule must answer EPERM", r.Rule)
+		}
+		if r.quiet && (r.cond != nil || r.Errno != "EPERM") {
+			t.Errorf("rule %+v: a quiet rule is an unconditional EPERM", r.Rule)
+		}
 	}
 	// A system call is denied either always or under conditions, never
 	// both, with one errno.
@@ -124,16 +143,68 @@ func TestRuleTable(t *testing.T) {
 		}
 		seen[r.Syscall] = r
 	}
+	for _, a := range Allowed() {
+		if a.GOARCH != "" {
+			if _, ok := arches[a.GOARCH]; !ok {
+				t.Errorf("allowed %+v: GOARCH %q has no policy", a, a.GOARCH)
+			}
+		}
+		if a.Group == "" {
+			t.Errorf("allowed %+v has no group", a)
+		}
+	}
+}
+
+// TestTableComplete checks, for each supported GOARCH, that every system
+// call go-seccomp-bpf knows is either allowed or named by a rule, and that
+// a call with conditions is allowed and a call denied always is not.
+func TestTableComplete(t *testing.T) {
+	for goarch, info := range arches {
+		allowed := map[string]bool{}
+		for _, name := range allowedNames(goarch) {
+			allowed[name] = true
+		}
+		ruled := map[string]rule{}
+		for _, r := range rulesForGOARCH(goarch) {
+			ruled[r.Syscall] = r
+			switch {
+			case r.cond != nil && !allowed[r.Syscall]:
+				t.Errorf("GOARCH %s: %s has conditions but is not allowed", goarch, r.Syscall)
+			case r.cond == nil && allowed[r.Syscall]:
+				t.Errorf("GOARCH %s: %s is both allowed and always denied", goarch, r.Syscall)
+			}
+		}
+		for name := range info.SyscallNames {
+			if !allowed[name] && ruled[name].Syscall == "" {
+				t.Errorf("GOARCH %s: %s is neither allowed nor named by a rule", goarch, name)
+			}
+		}
+		n := 0
+		for _, a := range Allowed() {
+			if a.GOARCH == "" || a.GOARCH == goarch {
+				n++
+			}
+		}
+		if len(allowed) != n {
+			t.Errorf("GOARCH %s: %d allowed entries name %d distinct calls; an entry repeats", goarch, n, len(allowed))
+		}
+	}
 }
 
 // TestRuleNamesOnEveryArch checks every name against go-seccomp-bpf's table
 // for each supported GOARCH, not only the one running the test, and that
-// the amd64-only rules name calls that arm64 does not have.
+// the rules and allowed calls limited to one GOARCH name calls that the
+// others do not have.
 func TestRuleNamesOnEveryArch(t *testing.T) {
 	for goarch, info := range arches {
 		for _, r := range rulesForGOARCH(goarch) {
 			if _, ok := info.SyscallNames[r.Syscall]; !ok {
 				t.Errorf("GOARCH %s (%s): no system call %q", goarch, info.Name, r.Syscall)
+			}
+		}
+		for _, name := range allowedNames(goarch) {
+			if _, ok := info.SyscallNames[name]; !ok {
+				t.Errorf("GOARCH %s (%s): allowed call %q does not exist", goarch, info.Name, name)
 			}
 		}
 		for _, r := range table {
@@ -143,51 +214,70 @@ func TestRuleNamesOnEveryArch(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// TestRulesMatchPolicy checks that Rules lists every system call of the
-// go-seccomp-bpf policy and the other way round.
-func TestRulesMatchPolicy(t *testing.T) {
-	for goarch := range arches {
-		p, err := policy(goarch, table)
-		if err != nil {
-			t.Fatalf("policy(%s) = %v", goarch, err)
-		}
-		if p.DefaultAction != seccompbpf.ActionAllow {
-			t.Errorf("policy(%s).DefaultAction = %v, want allow", goarch, p.DefaultAction)
-		}
-		var inPolicy []string
-		conditions := map[string]int{}
-		for _, g := range p.Syscalls {
-			inPolicy = append(inPolicy, g.Names...)
-			for _, nc := range g.NamesWithCondtions {
-				inPolicy = append(inPolicy, nc.Name)
-				conditions[nc.Name]++
-			}
-		}
-		slices.Sort(inPolicy)
-		inPolicy = slices.Compact(inPolicy)
-
-		var inRules []string
-		wantConditions := map[string]int{}
-		for _, r := range Rules() {
-			if r.GOARCH == "" || r.GOARCH == goarch {
-				inRules = append(inRules, r.Syscall)
-				if r.When != "" {
-					wantConditions[r.Syscall]++
+		for _, a := range Allowed() {
+			if a.GOARCH != "" && a.GOARCH != goarch {
+				if _, ok := info.SyscallNames[a.Syscall]; ok {
+					t.Errorf("allowed %+v is limited to %s, but %s has %q", a, a.GOARCH, goarch, a.Syscall)
 				}
 			}
 		}
-		slices.Sort(inRules)
-		inRules = slices.Compact(inRules)
-		if !slices.Equal(inPolicy, inRules) {
-			t.Errorf("GOARCH %s: policy names\n%v\nRules names\n%v", goarch, inPolicy, inRules)
+	}
+}
+
+// TestPolicies checks the go-seccomp-bpf policies for each GOARCH: one per
+// call with conditions, holding exactly its conditions, then one of the
+// allowed calls and the ENOSYS rules; every default is the placeholder
+// assemble replaces.
+func TestPolicies(t *testing.T) {
+	for goarch := range arches {
+		ps, err := policies(goarch, table, allowedNames(goarch))
+		if err != nil {
+			t.Fatalf("policies(%s) = %v", goarch, err)
 		}
-		for name, n := range wantConditions {
-			if conditions[name] != n {
-				t.Errorf("GOARCH %s: %s has %d condition sets in the policy, %d rules", goarch, name, conditions[name], n)
+		wantConditions := map[string]int{}
+		var wantENOSYS []string
+		for _, r := range rulesForGOARCH(goarch) {
+			if r.cond != nil {
+				wantConditions[r.Syscall]++
+			} else if r.Errno == "ENOSYS" {
+				wantENOSYS = append(wantENOSYS, r.Syscall)
 			}
+		}
+		if len(ps) != len(wantConditions)+1 {
+			t.Fatalf("GOARCH %s: %d policies, want %d", goarch, len(ps), len(wantConditions)+1)
+		}
+		conditions := map[string]int{}
+		for _, p := range ps {
+			if p.DefaultAction != placeholder {
+				t.Errorf("GOARCH %s: a policy's default is %v, want the placeholder", goarch, p.DefaultAction)
+			}
+		}
+		for _, p := range ps[:len(ps)-1] {
+			if len(p.Syscalls) != 1 || p.Syscalls[0].Action != seccompbpf.ActionErrno|errnoEPERM || len(p.Syscalls[0].Names) != 0 {
+				t.Errorf("GOARCH %s: conditional policy %+v", goarch, p.Syscalls)
+				continue
+			}
+			names := map[string]bool{}
+			for _, nc := range p.Syscalls[0].NamesWithCondtions {
+				conditions[nc.Name]++
+				names[nc.Name] = true
+			}
+			if len(names) != 1 {
+				t.Errorf("GOARCH %s: a conditional policy names %v, want one call", goarch, names)
+			}
+		}
+		if !maps.Equal(conditions, wantConditions) {
+			t.Errorf("GOARCH %s: conditions %v, want %v", goarch, conditions, wantConditions)
+		}
+		last := ps[len(ps)-1].Syscalls
+		if len(last) != 2 {
+			t.Fatalf("GOARCH %s: last policy has %d groups, want 2", goarch, len(last))
+		}
+		if g := last[0]; g.Action != seccompbpf.ActionAllow || !slices.Equal(slices.Sorted(slices.Values(g.Names)), allowedNames(goarch)) {
+			t.Errorf("GOARCH %s: allow group %v %v, want allow %v", goarch, g.Action, g.Names, allowedNames(goarch))
+		}
+		if g := last[1]; g.Action != seccompbpf.ActionErrno|errnoENOSYS || !slices.Equal(g.Names, wantENOSYS) {
+			t.Errorf("GOARCH %s: ENOSYS group %v, want %v", goarch, g.Names, wantENOSYS)
 		}
 	}
 }
@@ -261,6 +351,19 @@ func TestProgram(t *testing.T) {
 	}
 	cases := []tc{
 		{"getpid", "getpid", [6]uint64{}, retAllow},
+		{"read", "read", [6]uint64{}, retAllow},
+		{"rt_sigreturn", "rt_sigreturn", [6]uint64{}, retAllow},
+		{"futex", "futex", [6]uint64{}, retAllow},
+		{"kcmp", "kcmp", [6]uint64{}, retEPERM},
+		{"sethostname", "sethostname", [6]uint64{}, retEPERM},
+		{"remap_file_pages (quiet)", "remap_file_pages", [6]uint64{}, retEPERM},
+		{"futex_wake (newer)", "futex_wake", [6]uint64{}, retENOSYS},
+		{"listmount (newer)", "listmount", [6]uint64{}, retENOSYS},
+		{"statx", "statx", [6]uint64{}, retAllow},
+		{"faccessat2", "faccessat2", [6]uint64{}, retAllow},
+		{"openat2", "openat2", [6]uint64{}, retAllow},
+		{"rseq", "rseq", [6]uint64{}, retAllow},
+		{"pidfd_open", "pidfd_open", [6]uint64{}, retAllow},
 		{"mount", "mount", [6]uint64{}, retEPERM},
 		{"fsopen", "fsopen", [6]uint64{}, retEPERM},
 		{"unshare(0)", "unshare", [6]uint64{}, retEPERM},
@@ -320,6 +423,19 @@ func TestProgram(t *testing.T) {
 		}
 		cases = append(cases, tc{fmt.Sprintf("socket family %d", family), "socket", [6]uint64{family, 1}, want})
 	}
+	newest := newestKnown(info)
+	for _, c := range []struct {
+		nr   uint32
+		want uint32
+	}{{newest + 1, retENOSYS}, {1000, retENOSYS}, {0x3FFFFFFF, retENOSYS}, {newest, retAllow}} {
+		if c.nr == newest {
+			// The newest known call is named: whatever the table says.
+			continue
+		}
+		if got := run(t, vm, c.nr, uint32(info.ID), [6]uint64{}); got != c.want {
+			t.Errorf("number %d (newest known %d) = %#x, want %#x", c.nr, newest, got, c.want)
+		}
+	}
 	for _, c := range cases {
 		nr, ok := info.SyscallNames[c.syscall]
 		if !ok {
@@ -354,40 +470,70 @@ func TestProgramArchitecture(t *testing.T) {
 	}
 }
 
-// TestProgramScan runs every system call number of the running GOARCH
-// through the program with several argument patterns. The calls it finds
-// denied must be exactly those Rules names, each with its errno.
+// TestProgramScan runs every system call number up to 1023, and a few
+// far beyond, through the program with several argument patterns. An
+// allowed call must be let through by some pattern and answer only EPERM
+// otherwise (its conditions); a call a rule names must always answer the
+// rule's errno; any other number must answer EPERM, or ENOSYS above the
+// newest call go-seccomp-bpf knows. The count of numbers let through must
+// be Reachable's.
 func TestProgramScan(t *testing.T) {
 	vm, info := newVM(t)
 	patterns := [][6]uint64{
 		{},
+		{afUnix, afUnix, afUnix, afUnix, afUnix, afUnix},
 		{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)},
 		{0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF},
 		{1 << 32, 1 << 32, 1 << 32, 1 << 32, 1 << 32, 1 << 32},
+	}
+	allowed := map[string]bool{}
+	for _, name := range allowedNames(runtime.GOARCH) {
+		allowed[name] = true
 	}
 	wantErrno := map[string]uint32{}
 	for _, r := range rulesForGOARCH(runtime.GOARCH) {
 		e, _ := errnoValue(r.Errno)
 		wantErrno[r.Syscall] = 0x00050000 | e
 	}
-	var denied []string
-	for nr, name := range info.SyscallNumbers {
+	newest := newestKnown(info)
+	reached := 0
+	var nrs []uint32
+	for nr := range uint32(1024) {
+		nrs = append(nrs, nr)
+	}
+	nrs = append(nrs, 0x10000, 0x3FFFFFFF)
+	for _, nr := range nrs {
+		name, known := info.SyscallNumbers[int(nr)]
+		let := false
 		for _, args := range patterns {
-			got := run(t, vm, uint32(nr), uint32(info.ID), args)
-			if got == retAllow {
-				continue
+			got := run(t, vm, nr, uint32(info.ID), args)
+			switch {
+			case got == retAllow && allowed[name]:
+				let = true
+			case !known && nr > newest && got == retENOSYS:
+			case !known && nr <= newest && got == retEPERM:
+			case allowed[name] && got == retEPERM && wantErrno[name] == retEPERM:
+			case known && !allowed[name] && got == wantErrno[name]:
+			default:
+				t.Errorf("%d (%q, allowed %v)%v = %#x", nr, name, allowed[name], args, got)
 			}
-			if got != wantErrno[name] {
-				t.Errorf("%s%v = %#x, want allow or %#x", name, args, got, wantErrno[name])
-			}
-			denied = append(denied, name)
+		}
+		if allowed[name] && !let {
+			t.Errorf("%s is allowed, but no argument pattern got through", name)
+		}
+		if let {
+			reached++
 		}
 	}
-	slices.Sort(denied)
-	denied = slices.Compact(denied)
-	if want := distinctNames(rulesForGOARCH(runtime.GOARCH)); !slices.Equal(denied, want) {
-		t.Errorf("denied by the program:\n%v\nnamed by Rules:\n%v", denied, want)
+	want, err := Reachable(runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if reached != want {
+		t.Errorf("the program lets %d numbers through, Reachable(%s) = %d", reached, runtime.GOARCH, want)
+	}
+	insts, _ := program()
+	t.Logf("%d of %d named calls reachable; %d instructions", reached, len(info.SyscallNumbers), len(insts))
 }
 
 // TestDocListsRules checks that the package documentation names every

@@ -317,8 +317,10 @@ func TestLinuxConstants(t *testing.T) {
 func TestEveryRuleProbed(t *testing.T) {
 	probed := map[string]bool{}
 	errnos := map[string]string{}
+	quietRules := map[string]bool{}
 	for _, r := range rulesForGOARCH(runtime.GOARCH) {
 		errnos[r.Syscall] = r.Errno
+		quietRules[r.Syscall] = r.quiet
 	}
 	for _, p := range probes {
 		if p.rule == "" {
@@ -335,7 +337,10 @@ func TestEveryRuleProbed(t *testing.T) {
 		}
 	}
 	for name := range errnos {
-		if !probed[name] {
+		// A quiet rule (an obsolete or unimplemented call) needs no probe:
+		// TestProgramScan covers it, and the "number below the newest"
+		// probe shows the default's EPERM in the kernel.
+		if !probed[name] && !quietRules[name] {
 			t.Errorf("no probe for rule %s", name)
 		}
 	}
