@@ -280,15 +280,18 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 
 	// Pdeathsig fires when the thread that started init exits. Init is
 	// started from a goroutine that keeps its thread locked until the
-	// sandbox is undone: no other goroutine can end that thread (one
-	// that exits while locked, as asOwner's does, takes it along).
+	// sandbox is undone: no other goroutine can end that thread. The
+	// goroutine never unlocks it, so it ends with the goroutine: it
+	// starts init as the run's owner (asNamespaceOwner).
 	started := make(chan error, 1)
 	release := make(chan struct{})
 	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
 		sb.res.Start = time.Now()
-		err := cmd.Start()
+		err := asNamespaceOwner(sb.hostBase)
+		if err == nil {
+			err = cmd.Start()
+		}
 		started <- err
 		if err == nil {
 			<-release
