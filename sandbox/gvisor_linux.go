@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,7 +57,19 @@ func runscFlags(root string) []string {
 	}
 }
 
-var gvisorProbeOnce = sync.OnceValue(probeGVisor)
+// gvisorProbeOnce runs the S4 probe once per process. It runs a program
+// under gVisor (about a tenth of a second), so it runs only when S4 is
+// asked about: Probe(tier.S4). gvisorPassed records that it passed, for
+// Offers, which never runs it.
+var gvisorProbeOnce = sync.OnceValue(func() error {
+	err := probeGVisor()
+	if err == nil {
+		gvisorPassed.Store(true)
+	}
+	return err
+})
+
+var gvisorPassed atomic.Bool
 
 // probeGVisor finds runsc and runs a program under it, in a bundle built
 // as a run's is; nil only when that program ran and said what it should.

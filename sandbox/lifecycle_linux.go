@@ -109,11 +109,14 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, refusedf("tenant %q: %v", tenant, err)
 	}
-	// Remove what this installation's dead runs left behind, first: a
+	// Remove what this installation's dead runs left behind, first, when
+	// it has any run records (one directory read when it has none): a
 	// sweep costs a few directory reads, and is skipped while another
 	// sweep or a starting run holds the lock. What it cannot remove
 	// stays for the next one, or for 'cordon reap'.
-	_, _ = reaper.Sweep(s.StateDir, reaper.Options{})
+	if reaper.Pending(s.StateDir) {
+		_, _ = reaper.Sweep(s.StateDir, reaper.Options{})
+	}
 	sb := &Sandbox{ctx: ctx, spec: s, runID: newRunID(), hostBase: ts.base}
 	sb.res = &Result{Tier: s.Tier, GrantsID: s.Grants.ID(), HostUID: sb.hostBase + insideUID}
 

@@ -44,15 +44,21 @@ func Probe(t tier.Tier) error {
 }
 
 // Offers returns the tiers this host can provide: S2 and S3 when every
-// facility is present and cordon runs as root, S4 when a program has
-// really run under gVisor here (probed once per process), nothing
-// otherwise.
+// facility is present and cordon runs as root, and S4 once Probe(tier.S4)
+// has passed in this process — a program really ran under gVisor. Offers
+// never runs that probe itself (it costs a gVisor start, about a tenth of
+// a second, and most runs never need S4): callers that may need S4 probe
+// it first (session.Open does when the grant set requires S4, `cordon
+// tier` always does).
 func Offers() []tier.Tier {
 	var out []tier.Tier
-	for _, t := range []tier.Tier{tier.S2, tier.S3, tier.S4} {
+	for _, t := range []tier.Tier{tier.S2, tier.S3} {
 		if Probe(t) == nil {
 			out = append(out, t)
 		}
+	}
+	if gvisorPassed.Load() {
+		out = append(out, tier.S4)
 	}
 	return out
 }
@@ -72,16 +78,23 @@ type facilities struct {
 }
 
 func hostFacilities() facilities {
+	euid := os.Geteuid()
+	name := ""
+	if euid != 0 {
+		// Only the rootless checks read it (/etc/subuid may name the user);
+		// a lookup can cost a name-service round trip, so root skips it.
+		name = userName(euid)
+	}
 	return facilities{
 		stat:     func(p string) error { _, err := os.Stat(p); return err },
 		readFile: os.ReadFile,
-		euid:     os.Geteuid(),
+		euid:     euid,
 		seccomp:  seccomp.Supported,
 		landlock: landlockABI,
 		cgroups:  cgroup.Probe,
 		lookPath: exec.LookPath,
 		writable: func(p string) error { return unix.Access(p, unix.W_OK) },
-		user:     userName(os.Geteuid()),
+		user:     name,
 	}
 }
 

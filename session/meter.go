@@ -28,20 +28,27 @@ func (ms Meters) Close() {
 	}
 }
 
-// HostMeters finds this host's meters: RAPL under powercap ("" is
-// energy.DefaultPowercap) for class cpu, NVML for class gpu. For each
-// class without a meter it says why.
-func HostMeters(powercap string) (Meters, map[string]string) {
+// HostMeters finds this host's meters for the given device classes: RAPL
+// under powercap ("" is energy.DefaultPowercap) for class cpu, NVML for
+// class gpu. A class no meter serves is left out, with why. Only the
+// classes asked for are looked up: loading NVML costs a library search.
+func HostMeters(powercap string, classes []string) (Meters, map[string]string) {
 	ms, why := Meters{}, map[string]string{}
-	if r, err := energy.NewRAPL(powercap); err == nil {
-		ms["cpu"] = r
-	} else {
-		why["cpu"] = err.Error()
-	}
-	if n, err := energy.NewNVML(); err == nil {
-		ms["gpu"] = n
-	} else {
-		why["gpu"] = err.Error()
+	for _, c := range classes {
+		switch c {
+		case "cpu":
+			if r, err := energy.NewRAPL(powercap); err == nil {
+				ms[c] = r
+			} else {
+				why[c] = err.Error()
+			}
+		case "gpu":
+			if n, err := energy.NewNVML(); err == nil {
+				ms[c] = n
+			} else {
+				why[c] = err.Error()
+			}
+		}
 	}
 	return ms, why
 }

@@ -105,7 +105,8 @@ type Config struct {
 	// (egress.Config.MaxRecords); 0 means egress.DefaultMaxRecords.
 	MaxEgress int64
 	// Meters are the hardware meters, by device class; nil means
-	// HostMeters(Powercap). Use Meters{} for none.
+	// HostMeters(Powercap, the classes the grant set can use). Use
+	// Meters{} for none.
 	Meters Meters
 	// Powercap is the powercap tree HostMeters reads ("" is
 	// energy.DefaultPowercap).
@@ -159,10 +160,11 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 	s.plan = planFor(s.sb, cfg.Grants)
 	meters := cfg.Meters
 	var why map[string]string
+	classes := classesOf(cfg.Grants)
 	if meters == nil {
-		meters, why = HostMeters(cfg.Powercap)
+		meters, why = HostMeters(cfg.Powercap, classes)
 	}
-	m, err := startMeters(ctx, meters, why, classesOf(cfg.Grants))
+	m, err := startMeters(ctx, meters, why, classes)
 	if err != nil {
 		meters.Close()
 		return nil, err
@@ -172,7 +174,11 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 }
 
 func planFor(sb Sandbox, gs *grant.Set) Plan {
-	p := Plan{Required: selection.Required(gs), Offers: sb.Offers()}
+	req := selection.Required(gs)
+	if req == tier.S4 {
+		sb.Probe(req) // S4 is offered only once its probe ran; it is costly, so only when needed
+	}
+	p := Plan{Required: req, Offers: sb.Offers()}
 	if _, err := (selection.Host{Offers: p.Offers}).Select(gs); err != nil {
 		if p.Required == tier.S2 || p.Required == tier.S3 || p.Required == tier.S4 {
 			if perr := sb.Probe(p.Required); perr != nil {

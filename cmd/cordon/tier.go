@@ -29,6 +29,7 @@ func runTier(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	sandbox.Probe(tier.S4) // the host's offers name S4 only once a program ran under gVisor
 	host := selection.Host{Offers: sandbox.Offers()}
 	if *offers != "" {
 		host = selection.Host{}

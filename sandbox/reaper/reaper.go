@@ -54,7 +54,12 @@ package reaper
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -193,4 +198,22 @@ type Report struct {
 	// instance's lock and Options.Wait was not set.
 	Skipped bool `json:"skipped"`
 	DryRun  bool `json:"dry_run"`
+}
+
+// Pending reports whether the instance whose state directory is stateDir
+// has any run records: a run about to start sweeps only then (every run's
+// cgroup is recorded before it is made, so no record means nothing of
+// this instance's to remove), which keeps the sweep off the common path.
+// An unreadable directory counts as pending, so the sweep says why.
+func Pending(stateDir string) bool {
+	f, err := os.Open(filepath.Join(stateDir, RecordsDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return err != nil && !errors.Is(err, io.EOF) || len(names) > 0
 }
