@@ -85,6 +85,16 @@ func probeGVisor() error {
 	if err != nil {
 		return fmt.Errorf("the probe's program /bin/echo: %v", err)
 	}
+	execFiles := []string{echo}
+	if interp, err := interpreter(echo); err != nil {
+		return fmt.Errorf("the probe's program %s: %v", echo, err)
+	} else if interp != "" {
+		ireal, err := realRuntimePath(interp)
+		if err != nil {
+			return fmt.Errorf("the probe's program's interpreter %s: %v", interp, err)
+		}
+		execFiles = append(execFiles, ireal) // the runtime is noexec at S4: bound back like a run's
+	}
 	dir, err := os.MkdirTemp("", "cordon-gvisor-probe-")
 	if err != nil {
 		return err
@@ -96,7 +106,7 @@ func probeGVisor() error {
 	}
 	cfg := gvisorConfig{
 		Argv: []string{"echo", "cordon-gvisor-probe"}, Path: echo, Env: []string{"PATH=/usr/bin:/bin"},
-		UID: 65534, GID: 65534, ExecFiles: []string{echo}, Work: work,
+		UID: 65534, GID: 65534, ExecFiles: execFiles, Work: work,
 		Limits: DefaultLimits(), Hostname: "cordon-probe",
 	}
 	if err := writeBundle(dir, &cfg); err != nil {
@@ -226,24 +236,69 @@ func writeBundle(dir string, cfg *gvisorConfig) error {
 // gvisorMounts is the run's file system, as at S2: the runtime read-only,
 // program directories noexec with each allowed executable bound back
 // executable, /work and /tmp writable and noexec.
+//
+// S4 has no Landlock to limit execve to the allowed files, so the mounts
+// do it: the whole runtime is bound noexec — not only the program
+// directories, or any ELF under /usr/lib or /lib*, and the dynamic loader
+// itself, could be executed — and each allowed executable and its
+// interpreter (cfg.ExecFiles) is bound back over itself, executable.
 func gvisorMounts(cfg *gvisorConfig) []ociMount {
-	ro := []string{"rbind", "ro", "nosuid", "nodev"}
 	ms := []ociMount{
 		{"/proc", "proc", "proc", nil},
 		{"/tmp", "tmpfs", "tmpfs", []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(cfg.Limits.TmpBytes, 10)}},
 	}
 	for _, p := range runtimeBinds() {
-		ms = append(ms, ociMount{p, "bind", p, ro})
+		ms = append(ms, ociMount{p, "bind", p, []string{"rbind", "ro", "nosuid", "nodev"}})
 	}
-	for _, d := range existingDirs(programDirs) {
+	// This gVisor honours a bound-back file only on a noexec mount of its
+	// own directory (not under a noexec mount of the whole root), so each
+	// directory one level into the runtime gets its own noexec mount.
+	for _, d := range noexecDirs() {
 		ms = append(ms, ociMount{d, "bind", d, []string{"rbind", "ro", "nosuid", "nodev", "noexec"}})
 	}
 	for _, f := range cfg.ExecFiles {
-		if inAny(f, programDirs) {
-			ms = append(ms, ociMount{f, "bind", f, []string{"bind", "ro", "nosuid", "nodev"}})
-		}
+		ms = append(ms, ociMount{f, "bind", f, []string{"bind", "ro", "nosuid", "nodev"}})
 	}
 	return append(ms, ociMount{"/work", "bind", cfg.Work, []string{"rbind", "rw", "nosuid", "nodev", "noexec"}})
+}
+
+// noexecDirs are the directories one level into each runtime root, which
+// S4 binds noexec. With them every file of the runtime is on a noexec
+// mount, except a file directly in a root: rootExecutables finds those,
+// and an S4 run is refused while one exists.
+func noexecDirs() []string {
+	var out []string
+	for _, root := range existingDirs(runtimeRoots) {
+		es, err := os.ReadDir(root)
+		if err != nil {
+			continue
+		}
+		for _, e := range es {
+			if e.IsDir() { // not a link: a link resolves into a root bound here too
+				out = append(out, filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// rootExecutables are the regular files with an execute bit directly in
+// a runtime root (not in a directory under it), which noexecDirs does not
+// cover.
+func rootExecutables() []string {
+	var out []string
+	for _, root := range existingDirs(runtimeRoots) {
+		es, err := os.ReadDir(root)
+		if err != nil {
+			continue
+		}
+		for _, e := range es {
+			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+				out = append(out, filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	return out
 }
 
 func writeGVisorEtc(etc string, cfg *gvisorConfig) error {
@@ -299,6 +354,9 @@ func runGVisor(ctx context.Context, s *Spec) (res *Result, err error) {
 	}
 	if err := checkGVisor(s.Grants); err != nil {
 		return nil, err
+	}
+	if fs := rootExecutables(); len(fs) > 0 {
+		return nil, refusedf("S4 keeps execve to the allowed files with noexec mounts one level into the runtime, and %s lie directly in a runtime root, outside them: S4 is refused on this host", strings.Join(fs, ", "))
 	}
 	runsc, err := exec.LookPath("runsc")
 	if err != nil {

@@ -215,6 +215,7 @@ op("resolve example.com", lambda: socket.getaddrinfo("example.com", 443))
 ifs = [n for _, n in socket.if_nameindex()]
 say("interfaces " + ",".join(sorted(ifs)))
 run("exec ungranted uname", ["/usr/bin/uname"])
+run("exec ungranted library-dir ELF", ["/usr/lib/git-core/git", "--version"])
 shutil.copy("/usr/bin/true", "/work/t")
 os.chmod("/work/t", 0o755)
 run("exec /work/t", ["/work/t"])
@@ -233,7 +234,7 @@ say("done")
 		"read host file: ENOENT", "read /etc/shadow: ENOENT", "list /root: ENOENT",
 		"write /usr/cordon-escape: (EACCES|EROFS)", "write /etc/cordon-escape: (EACCES|EROFS)", "write /cordon-escape: (EACCES|EROFS)",
 		"write /lib/cordon-escape: (EACCES|EROFS)", "connect host loopback: ECONNREFUSED", "connect 1.1.1.1: (ENETUNREACH|EHOSTUNREACH)",
-		"resolve example.com: .*", "interfaces lo", "exec ungranted uname: EACCES", "exec /work/t: EACCES", "exec /tmp/t: EACCES", "done",
+		"resolve example.com: .*", "interfaces lo", "exec ungranted uname: EACCES", "exec ungranted library-dir ELF: EACCES", "exec /work/t: EACCES", "exec /tmp/t: EACCES", "done",
 	} {
 		if !regexp.MustCompile("(?m)^" + want + "$").MatchString(out) {
 			t.Errorf("missing %q in:\n%s", want, out)
