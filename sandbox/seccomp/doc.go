@@ -20,8 +20,8 @@
 // than this table, which its callers must expect a kernel to lack). The
 // rules below are reviewed decisions: calls denied on purpose, with
 // ENOSYS where callers fall back on it, and conditions under which an
-// allowed call (clone, ioctl, personality, setrlimit, prlimit64, socket,
-// socketpair) is refused. Every call go-seccomp-bpf knows is either
+// allowed call (clone, ioctl, personality, prctl, madvise, setrlimit,
+// prlimit64, socket, socketpair) is refused. Every call go-seccomp-bpf knows is either
 // allowed or named by a rule; TestTableComplete checks it, so a new
 // go-seccomp-bpf release cannot add a call nobody classified. Reachable
 // counts the system call numbers the filter can let through.
@@ -170,6 +170,13 @@
 // the kernel, so it is the filter that keeps it at 1. The kernel reads the
 // resource as 32 bits, so a resource with any higher bit set is refused as
 // well (setrlimit always; prlimit64 when it sets).
+//
+// Memory merging: prctl when the option (argument 0) is
+// PR_SET_MEMORY_MERGE (67), and madvise when the advice (argument 2) is
+// MADV_MERGEABLE (12): no program opts into KSM, so none of its pages is
+// deduplicated with another run's (a timing side channel across runs and
+// tenants). Both are C ints the kernel truncates to 32 bits, so a value
+// with a higher bit set is refused as well.
 //
 // Other processes and the host: kcmp compares the kernel objects of two
 // processes, and process_madvise and process_mrelease act on another

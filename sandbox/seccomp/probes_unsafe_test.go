@@ -513,6 +513,36 @@ var probes = []probe{
 	}},
 	// Core limits: each sets the limit it already has, so that it
 	// succeeds without the filter and changes nothing.
+	// Memory merging: each asks for what is harmless unfiltered (turning
+	// merging off, or KSM on a fresh private page).
+	{name: "prctl(PR_SET_MEMORY_MERGE, 0)", rule: "prctl", deny: unix.EPERM, run: func(*probeEnv) error {
+		return unix.Prctl(67, 0, 0, 0, 0)
+	}},
+	{name: "prctl(1<<32|PR_GET_DUMPABLE)", rule: "prctl", deny: unix.EPERM, run: func(*probeEnv) error {
+		if _, _, e := unix.Syscall6(unix.SYS_PRCTL, 1<<32|unix.PR_GET_DUMPABLE, 0, 0, 0, 0, 0); e != 0 {
+			return e
+		}
+		return nil
+	}},
+	{name: "madvise(MADV_MERGEABLE)", rule: "madvise", deny: unix.EPERM, run: func(*probeEnv) error {
+		b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return err
+		}
+		defer unix.Munmap(b)
+		return unix.Madvise(b, unix.MADV_MERGEABLE)
+	}},
+	{name: "madvise(1<<32|MADV_NORMAL)", rule: "madvise", deny: unix.EPERM, run: func(*probeEnv) error {
+		b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return err
+		}
+		defer unix.Munmap(b)
+		if _, _, e := unix.Syscall(unix.SYS_MADVISE, uintptr(unsafe.Pointer(&b[0])), 4096, 1<<32|unix.MADV_NORMAL); e != 0 {
+			return e
+		}
+		return nil
+	}},
 	{name: "setrlimit(RLIMIT_CORE)", rule: "setrlimit", deny: unix.EPERM, run: func(*probeEnv) error {
 		return sameRlimit(unix.SYS_SETRLIMIT, unix.RLIMIT_CORE)
 	}},

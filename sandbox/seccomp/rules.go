@@ -42,6 +42,9 @@ const (
 	afInet  = 2
 	afInet6 = 10
 
+	prSetMemoryMerge = 67
+	madvMergeable    = 12
+
 	cloneNewNS     = 0x00020000
 	cloneNewCgroup = 0x02000000
 	cloneNewUTS    = 0x04000000
@@ -212,6 +215,22 @@ var table = []rule{
 	always("syncfs"),
 
 	// Core dumps: RLIMIT_CORE stays 1, which aborts a pipe core dump.
+	// Memory merging (KSM): no program opts in, so no page it holds can be
+	// deduplicated with another run's (a timing side channel across runs
+	// and tenants). Both arguments are C ints, so values the kernel would
+	// truncate to them are refused too.
+	{Rule: Rule{Syscall: "prctl", Errno: "EPERM",
+		When: "option (argument 0) is PR_SET_MEMORY_MERGE (67)"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.Equal, Value: prSetMemoryMerge}}},
+	{Rule: Rule{Syscall: "prctl", Errno: "EPERM",
+		When: "option (argument 0) is not a 32-bit value: it is at least 0x1_00000000"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.GreaterOrEqual, Value: above32}}},
+	{Rule: Rule{Syscall: "madvise", Errno: "EPERM",
+		When: "advice (argument 2) is MADV_MERGEABLE (12)"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 2, Operation: seccompbpf.Equal, Value: madvMergeable}}},
+	{Rule: Rule{Syscall: "madvise", Errno: "EPERM",
+		When: "advice (argument 2) is not a 32-bit value: it is at least 0x1_00000000"},
+		cond: seccompbpf.ArgumentConditions{{Argument: 2, Operation: seccompbpf.GreaterOrEqual, Value: above32}}},
 	{Rule: Rule{Syscall: "setrlimit", Errno: "EPERM",
 		When: "resource (argument 0) is RLIMIT_CORE (4)"},
 		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.Equal, Value: rlimitCore}}},
