@@ -152,6 +152,11 @@ func runExec(e *env, args []string) error {
 		}
 		defer w.Close()
 		rec = session.NewRecorder(w, nil)
+		if noted, err := rec.NoteUnfinished(); err != nil {
+			return refuse(fmt.Errorf("exec: --journal: %w", err))
+		} else if noted {
+			fmt.Fprintf(e.stderr, "cordon: note: exec: %s ended inside a command whose process was killed; recorded as command.unfinished\n", *journalFile)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

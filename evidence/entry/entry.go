@@ -146,6 +146,18 @@ type Command struct {
 
 func (Command) Name() string { return "command" }
 
+// CommandUnfinished follows entries of a command that never got its
+// command entry — a decision, egress or outputs entry ends the journal
+// when the next writer opens it, because the process that ran the
+// command was killed — so they are named, not taken for the next
+// command's.
+type CommandUnfinished struct {
+	After  string `json:"after"` // the type of the entry that ended the journal
+	Reason string `json:"reason"`
+}
+
+func (CommandUnfinished) Name() string { return "command.unfinished" }
+
 // Outputs is one part of a command's outputs when they are too many for
 // its command entry: the parts, numbered from 0, come just before it,
 // and together are the map whose ContentId the command entry names.
@@ -458,7 +470,7 @@ func (VerifyReport) Name() string { return "verify.report" }
 
 // All is one zero value of every body type, for the SPEC table's test.
 func All() []Body {
-	return []Body{Decision{}, Command{}, Outputs{}, Egress{}, Meter{}, RunUnfinished{}, Memory{},
+	return []Body{Decision{}, Command{}, CommandUnfinished{}, Outputs{}, Egress{}, Meter{}, RunUnfinished{}, Memory{},
 		RunStart{}, RunEnd{}, TaskStart{}, TaskEnd{}, TaskCancelled{}, TaskInterrupted{}, TaskStopped{},
 		TaskFinish{}, ModelRequest{}, ModelResponse{}, ModelError{}, Budget{}, ToolCall{}, ToolRefused{},
 		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}}

@@ -357,6 +357,7 @@ type Writer struct {
 
 	synced     int64 // bytes known durable: the verified journal and every synced append
 	syncedHead Head  // the head at synced
+	lastType   string
 }
 
 // Open locks the journal at path (creating it if needed), verifies it and
@@ -370,7 +371,7 @@ func Open(path string) (*Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("journal: lock %s: %w", path, err)
 	}
-	head, err := Verify(f)
+	entries, head, err := Scan(f)
 	if err != nil {
 		f.Close() // closing releases the lock
 		return nil, fmt.Errorf("journal %s: refusing to append: %w", path, err)
@@ -380,8 +381,17 @@ func Open(path string) (*Writer, error) {
 		f.Close()
 		return nil, err
 	}
-	return &Writer{f: f, head: head, size: size, synced: size, syncedHead: head}, nil
+	w := &Writer{f: f, head: head, size: size, synced: size, syncedHead: head}
+	if len(entries) > 0 {
+		w.lastType = entries[len(entries)-1].Type
+	}
+	return w, nil
 }
+
+// LastType is the type of the journal's last entry when Open verified
+// it, "" for an empty journal: a writer can tell that the previous one
+// stopped midway (a killed process) and say so before appending.
+func (w *Writer) LastType() string { return w.lastType }
 
 // Head returns the head after the last append.
 func (w *Writer) Head() Head { return w.head }
