@@ -370,17 +370,7 @@ func runGVisor(ctx context.Context, s *Spec) (res *Result, err error) {
 	runID := newRunID()
 	res = &Result{Tier: tier.S4, GrantsID: s.Grants.ID(), HostUID: uid}
 
-	enf := grant.New(s.Grants)
-	plan, err := planExec(enf, s.Argv)
-	if err != nil {
-		return nil, err
-	}
-	if s.Decided != nil {
-		if err := s.Decided(plan.program.Decision); err != nil {
-			return nil, refusedf("recording the exec decision: %v", err)
-		}
-	}
-	env, err := buildEnv(enf, s.Env)
+	plan, env, err := decide(s)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/internal/cleanup"
 	"github.com/cordon-dev/cordon/sandbox/cgroup"
 	"github.com/cordon-dev/cordon/sandbox/reaper"
@@ -397,17 +396,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 // calls it once init is starting, so that the two overlap.
 func (sb *Sandbox) prepare() (*initConfig, error) {
 	s, res := sb.spec, sb.res
-	enf := grant.New(s.Grants)
-	plan, err := planExec(enf, s.Argv)
-	if err != nil {
-		return nil, err
-	}
-	if s.Decided != nil {
-		if err := s.Decided(plan.program.Decision); err != nil {
-			return nil, refusedf("recording the exec decision: %v", err)
-		}
-	}
-	env, err := buildEnv(enf, s.Env)
+	plan, env, err := decide(s)
 	if err != nil {
 		return nil, err
 	}

@@ -155,6 +155,28 @@ func openWorkspace(dir string) (*os.File, error) {
 
 // buildEnv is the program's environment: PATH, HOME, LANG and TERM, then
 // the granted variables the caller gave values for.
+// decide plans the program's execution under the spec's grants and
+// reports the exec decision to Spec.Decided before anything runs (a
+// failed report refuses the run), then builds its environment: what
+// every tier does before it starts a program.
+func decide(s *Spec) (*execPlan, []string, error) {
+	enf := grant.New(s.Grants)
+	plan, err := planExec(enf, s.Argv)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.Decided != nil {
+		if err := s.Decided(plan.program.Decision); err != nil {
+			return nil, nil, refusedf("recording the exec decision: %v", err)
+		}
+	}
+	env, err := buildEnv(enf, s.Env)
+	if err != nil {
+		return nil, nil, err
+	}
+	return plan, env, nil
+}
+
 func buildEnv(e *grant.Enforcer, vars map[string]string) ([]string, error) {
 	env := []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
