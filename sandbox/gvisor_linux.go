@@ -305,14 +305,7 @@ func writeGVisorEtc(etc string, cfg *gvisorConfig) error {
 	if err := os.Mkdir(etc, 0o755); err != nil {
 		return err
 	}
-	files := map[string]string{
-		"passwd":        fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%d:%d:cordon sandbox:/work:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", cfg.UID, cfg.GID),
-		"group":         fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", cfg.GID),
-		"hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + cfg.Hostname + "\n",
-		"hostname":      cfg.Hostname + "\n",
-		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
-		"resolv.conf":   "",
-	}
+	files := etcFiles(cfg.UID, cfg.GID, cfg.Hostname)
 	if b, err := os.ReadFile("/etc/ld.so.cache"); err == nil {
 		files["ld.so.cache"] = string(b)
 	}

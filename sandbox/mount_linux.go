@@ -144,19 +144,26 @@ func remount(p string, flags uintptr) error {
 	return unix.Mount("", p, "", unix.MS_BIND|unix.MS_REMOUNT|flags, "")
 }
 
+// etcFiles are the sandbox's /etc, at every tier: the program's user and
+// group, the host name, and no resolver (there is no network to resolve
+// on; egress goes through the proxy, which resolves).
+func etcFiles(uid, gid int, hostname string) map[string]string {
+	return map[string]string{
+		"passwd":        fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%d:%d:cordon sandbox:/work:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", uid, gid),
+		"group":         fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", gid),
+		"hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n",
+		"hostname":      hostname + "\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+		"resolv.conf":   "",
+	}
+}
+
 func writeEtc(cfg *initConfig) error {
 	etc := under("/etc")
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return err
 	}
-	files := map[string]string{
-		"passwd":        fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%d:%d:cordon sandbox:/work:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", cfg.UID, cfg.GID),
-		"group":         fmt.Sprintf("root:x:0:\nsandbox:x:%d:\nnogroup:x:65534:\n", cfg.GID),
-		"hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + cfg.Hostname + "\n",
-		"hostname":      cfg.Hostname + "\n",
-		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
-		"resolv.conf":   "", // no resolver: there is no network to resolve on
-	}
+	files := etcFiles(cfg.UID, cfg.GID, cfg.Hostname)
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(etc, name), []byte(body), 0o644); err != nil {
 			return err
