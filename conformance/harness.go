@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cordon-dev/cordon/environment"
 	"github.com/cordon-dev/cordon/evidence/attest"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
@@ -33,7 +34,7 @@ type Class struct {
 // Classes returns the classes this implementation advertises, in order.
 // A skipped vector in one of them is a failure.
 func Classes() []Class {
-	return []Class{c1(), c2(), c3(), c4(), c5(), c8(), cneg()}
+	return []Class{c1(), c2(), c3(), c4(), c5(), c7(), c8(), cneg()}
 }
 
 // kinds maps error kind names, as vectors spell them, to the errors that
@@ -76,6 +77,9 @@ var kinds = map[string]error{
 	"replay-truncated":    errReplayTruncated,
 	"grant-mutated":       errGrantMutated,
 	"denied":              errDenied,
+	// Environment manifests (SPEC §7).
+	"env-invalid": environment.ErrInvalid,
+	"env-refused": environment.ErrRefused,
 }
 
 // ErrorKinds returns the error kind names a vector may expect, sorted.
