@@ -31,6 +31,11 @@ func subverbs(name string) []verb {
 			{"journal", "[--head ID | --signed-head FILE --pubkey PEM] [--json] FILE", "verify a journal's hash chain, optionally against a retained head", nil},
 			{"run", "[--pubkey PEM] [--json] WORKSPACE", "verify an agent run's record, step by step", nil},
 		}
+	case "env":
+		return []verb{
+			{"ingest", "[--key FILE] [--out FILE] [--json] DEVCONTAINER.json", "write the cordon.env.v1 manifest of a devcontainer.json (signed with a key)", nil},
+			{"verify", "[--pubkey PEM] [--json] MANIFEST", "check a manifest, or a signed one, and print its address", nil},
+		}
 	case "journal":
 		return []verb{
 			{"repair", "FILE", "remove a torn last line left by a crash", nil},
