@@ -26,9 +26,11 @@ type ent struct {
 	mode             int64
 }
 
-func file(name, body string) ent   { return ent{name: name, body: body, typ: tar.TypeReg, mode: 0o644} }
-func dir(name string) ent          { return ent{name: name, typ: tar.TypeDir, mode: 0o755} }
-func symlink(name, to string) ent  { return ent{name: name, link: to, typ: tar.TypeSymlink, mode: 0o777} }
+func file(name, body string) ent { return ent{name: name, body: body, typ: tar.TypeReg, mode: 0o644} }
+func dir(name string) ent        { return ent{name: name, typ: tar.TypeDir, mode: 0o755} }
+func symlink(name, to string) ent {
+	return ent{name: name, link: to, typ: tar.TypeSymlink, mode: 0o777}
+}
 func hardlink(name, to string) ent { return ent{name: name, link: to, typ: tar.TypeLink, mode: 0o644} }
 
 func tarOf(t testing.TB, ents ...ent) []byte {
@@ -133,7 +135,7 @@ func TestUnpackLayers(t *testing.T) {
 		file("opt/new", "new"),
 		file("opt/.wh..wh..opq", ""),
 		file("usr/bin/tool", "#!/bin/sh\necho replaced\n"), // replaces; tool2 keeps the old bytes
-		dir("etc/b/"), // a directory replaces a file
+		dir("etc/b/"),                                      // a directory replaces a file
 	)
 	img := imageOf(t, base, top)
 	ref := writeLayout(t, img)
