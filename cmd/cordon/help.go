@@ -36,6 +36,10 @@ func subverbs(name string) []verb {
 			{"ingest", "[--key FILE] [--out FILE] [--json] DEVCONTAINER.json", "write the cordon.env.v1 manifest of a devcontainer.json (signed with a key)", nil},
 			{"verify", "[--pubkey PEM] [--json] MANIFEST", "check a manifest, or a signed one, and print its address", nil},
 		}
+	case "image":
+		return []verb{
+			{"unpack", "[--state DIR] [--json] REF", "verify an OCI layout (DIR or DIR@sha256:…) or docker save tarball and unpack it into STATE/images", nil},
+		}
 	case "journal":
 		return []verb{
 			{"repair", "FILE", "remove a torn last line left by a crash", nil},

@@ -106,6 +106,9 @@ func TestScripts(t *testing.T) {
 			// records N runs, each with its cgroup present in every
 			// hierarchy and holding processes (busy) or none (idle).
 			"runs": cmdRuns,
+			// oci-layout DIR PATH=CONTENT…: an OCI image layout of one
+			// image with those files; $DIR_DIGEST is its manifest digest.
+			"oci-layout": cmdOCILayout,
 			// status N command args...: run command and require exit status N.
 			"status": func(ts *testscript.TestScript, neg bool, args []string) {
 				if neg || len(args) < 2 {

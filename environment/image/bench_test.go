@@ -9,7 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -19,7 +19,11 @@ import (
 // own net packages: about 700 files, many small) and returns its path.
 func benchLayer(b *testing.B) string {
 	b.Helper()
-	src := filepath.Join(runtime.GOROOT(), "src", "net")
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		b.Fatalf("go env GOROOT: %v", err)
+	}
+	src := filepath.Join(strings.TrimSpace(string(goroot)), "src", "net")
 	gz := filepath.Join(b.TempDir(), "layer.tar.gz")
 	f, err := os.Create(gz)
 	if err != nil {

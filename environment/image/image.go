@@ -479,7 +479,7 @@ func (u *unpacker) entry(tr *tar.Reader, hdr *tar.Header, name string) error {
 			}
 		}
 		return u.root.Chmod(name, mode|0o700) // the owner keeps write access until the rootfs is mounted read-only
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // archive/tar reports the old TypeRegA as TypeReg
 		if hdr.Size < 0 {
 			return errors.New("negative size")
 		}
