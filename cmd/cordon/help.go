@@ -40,6 +40,12 @@ func subverbs(name string) []verb {
 		return []verb{
 			{"unpack", "[--state DIR] [--json] REF", "verify an OCI layout (DIR or DIR@sha256:…) or docker save tarball and unpack it into STATE/images", nil},
 		}
+	case "fleet":
+		return []verb{
+			{"run", "--out DIR [--jobs N] [--key KEY] [--state DIR] [--no-git] MANIFEST WORKSPACE…", "run MANIFEST with --apply in each workspace and seal a signed fleet record over their receipts", nil},
+			{"verify", "--pubkey PEM [--proof PROOF] DIR|FLEET.dsse", "check a fleet directory (record, leaves, receipts), or one item's proof against the signed record", nil},
+			{"prove", "--pubkey PEM DIR ITEM", "print the inclusion proof of one item", nil},
+		}
 	case "journal":
 		return []verb{
 			{"repair", "FILE", "remove a torn last line left by a crash", nil},

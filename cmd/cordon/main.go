@@ -48,6 +48,7 @@ func verbs() []verb {
 		{"reap", "[--older-than D] [--dry-run] [--state DIR] [--json]", "remove what dead sandbox runs left on the host", runReap},
 		{"env", "ingest|verify [flags] FILE", "devcontainer.json to a signed environment manifest", runEnv},
 		{"image", "unpack [--state DIR] [--json] REF", "verify an OCI image and unpack it into the cache", runImage},
+		{"fleet", "run|verify|prove [flags] …", "run one task over many workspaces; seal and prove a fleet record", runFleet},
 		{"conformance", "[--vectors DIR] [--class C1,…]", "run the conformance vectors", runConformance},
 		{"completion", "bash|zsh|fish", "print a shell completion script", runCompletion},
 		{"version", "[--json]", "print the version (also 'cordon --version')", runVersion},

@@ -242,6 +242,48 @@ func (t *Tree) Find(item string) (uint64, bool) {
 	return 0, false
 }
 
+// ParseLeaf reads a leaf in exactly its canonical form.
+func ParseLeaf(data []byte) (Leaf, error) {
+	o, r, _, err := readCanonical(data)
+	if err != nil {
+		return Leaf{}, err
+	}
+	l, err := readLeaf(r, o)
+	if err != nil {
+		return Leaf{}, err
+	}
+	o.End()
+	if err := r.Err(); err != nil {
+		return Leaf{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return l, nil
+}
+
+// readLeaf reads a leaf object's members (not End).
+func readLeaf(r *jsonv.Reader, o *jsonv.Obj) (Leaf, error) {
+	typ, _ := o.Str("type", true)
+	index, _ := o.Int("index", true)
+	item, _ := o.Str("item", true)
+	receipt, _ := o.Str("receipt", true)
+	if err := r.Err(); err != nil {
+		return Leaf{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if typ != LeafType {
+		return Leaf{}, fmt.Errorf("%w: leaf type %q, want %q", ErrInvalid, typ, LeafType)
+	}
+	if index < 0 || index >= MaxItems {
+		return Leaf{}, fmt.Errorf("%w: leaf index %d", ErrInvalid, index)
+	}
+	if err := checkItem(item); err != nil {
+		return Leaf{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	rid, err := canon.ParseID(receipt)
+	if err != nil {
+		return Leaf{}, fmt.Errorf("%w: receipt: %w", ErrInvalid, err)
+	}
+	return Leaf{Index: uint64(index), Item: item, Receipt: rid}, nil
+}
+
 // JCS returns the proof's canonical form.
 func (p *Proof) JCS() []byte {
 	hs := make([]string, len(p.Hashes))
@@ -261,36 +303,27 @@ func ParseProof(data []byte) (*Proof, error) {
 	size, _ := o.Int("size", true)
 	hs, _ := o.Strings("hashes", true)
 	lo, _ := o.Object("leaf", true)
-	var ltyp, item, receipt string
-	var index int64
+	var leaf Leaf
 	if lo != nil {
-		ltyp, _ = lo.Str("type", true)
-		index, _ = lo.Int("index", true)
-		item, _ = lo.Str("item", true)
-		receipt, _ = lo.Str("receipt", true)
+		if leaf, err = readLeaf(r, lo); err != nil {
+			return nil, err
+		}
 		lo.End()
 	}
 	o.End()
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if typ != ProofType || ltyp != LeafType {
-		return nil, fmt.Errorf("%w: types %q and %q, want %q and %q", ErrInvalid, typ, ltyp, ProofType, LeafType)
+	if typ != ProofType {
+		return nil, fmt.Errorf("%w: type %q, want %q", ErrInvalid, typ, ProofType)
 	}
-	if size < 1 || size > MaxItems || index < 0 || index >= size {
-		return nil, fmt.Errorf("%w: index %d and size %d", ErrInvalid, index, size)
-	}
-	if err := checkItem(item); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	rid, err := canon.ParseID(receipt)
-	if err != nil {
-		return nil, fmt.Errorf("%w: receipt: %w", ErrInvalid, err)
+	if size < 1 || size > MaxItems || leaf.Index >= uint64(size) {
+		return nil, fmt.Errorf("%w: index %d and size %d", ErrInvalid, leaf.Index, size)
 	}
 	if len(hs) > 64 {
 		return nil, fmt.Errorf("%w: %d hashes; a path has at most 64", ErrInvalid, len(hs))
 	}
-	p := &Proof{Leaf: Leaf{Index: uint64(index), Item: item, Receipt: rid}, Size: uint64(size)}
+	p := &Proof{Leaf: leaf, Size: uint64(size)}
 	for i, h := range hs {
 		b, err := hash32(h)
 		if err != nil {
