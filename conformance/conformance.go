@@ -139,8 +139,11 @@ func parseFile(name string, raw []byte) (File, error) {
 		return f, fmt.Errorf("%s: format %q, want %q", name, f.Format, Format)
 	}
 	want := strings.TrimSuffix(path.Base(name), ".json")
-	if want == "negative" {
+	switch want {
+	case "negative":
 		want = "C-neg" // the negatives live in negative.json
+	case "durable":
+		want = "C6" // the seed's durable.json: cross-implementation record vectors
 	}
 	if f.Class != want {
 		return f, fmt.Errorf("%s: class %q does not match the file name", name, f.Class)

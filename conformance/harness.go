@@ -12,6 +12,7 @@ import (
 	"github.com/cordon-dev/cordon/environment"
 	"github.com/cordon-dev/cordon/evidence/attest"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/durable"
 	"github.com/cordon-dev/cordon/evidence/fleet"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/receipt"
@@ -35,7 +36,7 @@ type Class struct {
 // Classes returns the classes this implementation advertises, in order.
 // A skipped vector in one of them is a failure.
 func Classes() []Class {
-	return []Class{c1(), c2(), c3(), c4(), c5(), c7(), c8(), c10(), cneg()}
+	return []Class{c1(), c2(), c3(), c4(), c5(), c6(), c7(), c8(), c10(), cneg()}
 }
 
 // kinds maps error kind names, as vectors spell them, to the errors that
@@ -81,6 +82,9 @@ var kinds = map[string]error{
 	// Environment manifests (SPEC §7).
 	"env-invalid": environment.ErrInvalid,
 	"env-refused": environment.ErrRefused,
+	// Durable run records (SPEC §9).
+	"record-broken":  durable.ErrBroken,
+	"record-refused": durable.ErrRefused,
 	// Fleet records (SPEC §8).
 	"fleet-invalid": fleet.ErrInvalid,
 	"not-included":  fleet.ErrNotIncluded,

@@ -29,6 +29,7 @@ func subverbs(name string) []verb {
 			{"receipt", "--pubkey PEM [--journal FILE] [--json] FILE", "verify a signed receipt (JCR-1)", nil},
 			{"attestation", "--pubkey PEM [--receipt FILE] [--journal FILE] [--json] FILE", "verify a signed attestation", nil},
 			{"journal", "[--head ID | --signed-head FILE --pubkey PEM] [--json] FILE", "verify a journal's hash chain, optionally against a retained head", nil},
+			{"record", "[--signed-head FILE --pubkey PEM] [--json] FILE", "verify a durable run record's chain from genesis, optionally against a signed head", nil},
 			{"run", "[--pubkey PEM] [--json] WORKSPACE", "verify an agent run's record, step by step", nil},
 		}
 	case "env":

@@ -106,6 +106,8 @@ func TestScripts(t *testing.T) {
 			// records N runs, each with its cgroup present in every
 			// hierarchy and holding processes (busy) or none (idle).
 			"runs": cmdRuns,
+			// mkrecord OUT KEY.pem: a durable run record and its signed head.
+			"mkrecord": cmdMkRecord,
 			// oci-layout DIR PATH=CONTENT…: an OCI image layout of one
 			// image with those files; $DIR_DIGEST is its manifest digest.
 			"oci-layout": cmdOCILayout,
