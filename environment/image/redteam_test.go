@@ -24,9 +24,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/klauspost/compress/zstd"
 )
 
 // sentinel makes a directory outside any root, with a file and a
@@ -117,19 +117,19 @@ func TestRedteamHoldsEscapes(t *testing.T) {
 			"opaque-through-abs-symlink": {layers: [][]ent{{symlink("s", out)}, {file("s/.wh..wh..opq", "")}}},
 			"opaque-through-rel-symlink": {layers: [][]ent{{symlink("s", up)}, {file("s/.wh..wh..opq", "")}}},
 			// Whiting out the symlink itself removes the link, not its target.
-			"whiteout-the-symlink": {layers: [][]ent{{symlink("s", out)}, {file(".wh.s", "")}}, ok: true},
+			"whiteout-the-symlink":          {layers: [][]ent{{symlink("s", out)}, {file(".wh.s", "")}}, ok: true},
 			"whiteout-dir-holding-symlinks": {layers: [][]ent{{dir("d/"), symlink("d/a", out), symlink("d/r", up), symlink("d/f", out+"/victim")}, {file(".wh.d", "")}}, ok: true},
 			"opaque-dir-holding-symlinks":   {layers: [][]ent{{dir("d/"), symlink("d/a", out), symlink("d/r", up)}, {file(".wh..wh..opq", "")}}, ok: true},
 			// Replacing a planted symlink by a directory, a file or a link.
 			"dir-over-symlink":      {layers: [][]ent{{symlink("s", out)}, {dir("s/"), file("s/victim", "pwned")}}, ok: true},
-			"file-over-symlink":     {layers: [][]ent{{symlink("s", out + "/victim")}, {file("s", "pwned")}}, ok: true},
+			"file-over-symlink":     {layers: [][]ent{{symlink("s", out+"/victim")}, {file("s", "pwned")}}, ok: true},
 			"dir-entry-on-symlink/": {layers: [][]ent{{symlink("s", out)}, {ent{name: "s/sub/", typ: tar.TypeDir, mode: 0o777}}}},
 			"chmod-dir-via-symlink": {layers: [][]ent{{symlink("s", out), ent{name: "s/", typ: tar.TypeDir, mode: 0o777}}}, ok: true},
 			// Hard links through symlinks and to replaced files.
 			"hardlink-via-abs-symlink-parent": {layers: [][]ent{{symlink("s", out), hardlink("h", "s/victim")}}},
 			"hardlink-via-rel-symlink-parent": {layers: [][]ent{{symlink("s", up), hardlink("h", "s/victim")}}},
 			"hardlink-to-dir":                 {layers: [][]ent{{dir("d/"), hardlink("h", "d")}}},
-			"hardlink-then-write-through":     {layers: [][]ent{{file("a", "1"), hardlink("b", "a")}, {symlink("a", out + "/victim"), file("b", "2")}}, ok: true},
+			"hardlink-then-write-through":     {layers: [][]ent{{file("a", "1"), hardlink("b", "a")}, {symlink("a", out+"/victim"), file("b", "2")}}, ok: true},
 			"hardlink-proc-self-root":         {layers: [][]ent{{hardlink("h", "/proc/self/root"+out+"/victim")}}},
 			// Two-step symlinks: a relative link inside a link.
 			"symlink-chain": {layers: [][]ent{{dir("a/"), symlink("a/b", "../c"), symlink("c", up)}, {file("a/b/victim", "pwned")}}},
