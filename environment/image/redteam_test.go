@@ -583,3 +583,15 @@ func TestRedteamCompressedDigestNotChecked(t *testing.T) {
 	}
 	t.Logf("accepted a layer blob that does not match manifest %s's layer digest %s", r.Manifest, m.Layers[0].Digest)
 }
+
+// TestRedteamAbsoluteSymlinkInsideImage: Debian-style absolute links
+// (var/run -> /run) mean a path inside the image to Docker and containerd
+// (resolved in the root, like chroot); os.Root refuses them as escapes,
+// so an image whose later layer writes through one is refused.
+// Compatibility, not safety: recorded for the report.
+func TestRedteamAbsoluteSymlinkInsideImage(t *testing.T) {
+	lower := layerOf(t, dir("run/"), dir("var/"), symlink("var/run", "/run"))
+	upper := layerOf(t, file("var/run/app.pid", "1"))
+	_, err := unpack(t, writeLayout(t, imageOf(t, lower, upper)), &Cache{Dir: filepath.Join(t.TempDir(), "c")})
+	t.Logf("unpack: %v", err)
+}
