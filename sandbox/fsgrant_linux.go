@@ -45,7 +45,9 @@ func openNoSymlinks(root, p string) (int, error) {
 		rel = "."
 	}
 	how := unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		// No O_NOFOLLOW: with O_PATH it would open a final symbolic
+		// link itself; RESOLVE_NO_SYMLINKS refuses it (ELOOP) instead.
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	}
 	for range 16 {
