@@ -191,8 +191,14 @@ func (s *stager) copy(src *os.File, st *unix.Stat_t, up int, name, p string, dep
 			return &PathError{Path: p, Reason: "create in staging", Err: err}
 		}
 		f, err := s.b.copyFile(dst, src, st, p)
+		perm := uint32(0o644)
+		if st.Mode&0o100 != 0 {
+			// The owner's execute bit is kept: a run granted rwx on
+			// /work runs a staged program (a virtualenv's interpreter).
+			perm = 0o755
+		}
 		if err == nil {
-			err = s.finish(int(dst.Fd()), 0o644, p)
+			err = s.finish(int(dst.Fd()), perm, p)
 		}
 		if cerr := dst.Close(); err == nil && cerr != nil {
 			err = &PathError{Path: p, Reason: "close in staging", Err: cerr}

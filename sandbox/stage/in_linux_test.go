@@ -388,3 +388,30 @@ func TestInStagesLinksInsideTheInput(t *testing.T) {
 		t.Errorf("staged link owner %d:%d, want %d:%d", sys.Uid, sys.Gid, own.UID, own.GID)
 	}
 }
+
+// TestInKeepsOwnerExecuteBit: a staged file is 0755 when the workspace
+// file's owner may execute it, else 0644; no other bit crosses.
+func TestInKeepsOwnerExecuteBit(t *testing.T) {
+	ws := t.TempDir()
+	write(t, ws, "d/tool", "#!/bin/sh\n")
+	write(t, ws, "d/data", "x")
+	write(t, ws, "d/setuid", "y")
+	for name, mode := range map[string]os.FileMode{"d/tool": 0o700, "d/data": 0o666, "d/setuid": 0o4755 | os.ModeSetuid} {
+		if err := os.Chmod(filepath.Join(ws, name), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, st, err := stageIn(t, ws, []string{"d"}, Owner{-1, -1}, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]os.FileMode{"d/tool": 0o755, "d/data": 0o644, "d/setuid": 0o755} {
+		fi, err := os.Lstat(filepath.Join(st, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", name, fi.Mode(), want)
+		}
+	}
+}
