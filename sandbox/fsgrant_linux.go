@@ -116,7 +116,7 @@ func planFS(gs *grant.Set, t tier.Tier) (*fsPlan, error) {
 		}
 		// The runtime is read-only inside already: a plain ro rule there
 		// changes nothing, unless it narrows a wider rule above it.
-		if r.Access == grant.Read && inRuntime(r.Path) && !coveredByOther(gs.FS, i) {
+		if r.Access == grant.Read && inRuntime(r.Path) && !coveredByWider(gs.FS, i) {
 			continue
 		}
 		writable := r.Access&grant.Write != 0
@@ -157,11 +157,14 @@ func planFS(gs *grant.Set, t tier.Tier) (*fsPlan, error) {
 	return p, nil
 }
 
-// coveredByOther reports whether another fs rule is an ancestor of rule
-// i's path.
-func coveredByOther(rules []grant.FSRule, i int) bool {
+// coveredByWider reports whether an fs rule that grants more than
+// reading is an ancestor of rule i's path: a plain ro rule in the runtime
+// is then bound, to narrow it; beneath only ro rules it changes nothing
+// (and binding it would hide the executables bound back in program
+// directories).
+func coveredByWider(rules []grant.FSRule, i int) bool {
 	for j, r := range rules {
-		if j != i && r.Path != rules[i].Path && beneath(r.Path, rules[i].Path) {
+		if j != i && r.Access != grant.Read && r.Path != rules[i].Path && beneath(r.Path, rules[i].Path) {
 			return true
 		}
 	}
@@ -403,15 +406,24 @@ func fsGrantRules(cfg *initConfig, write, exe uint64) []struct {
 	for _, d := range cfg.ScratchExec {
 		add(d, exe)
 	}
+	// A rule on a regular file may hold only the rights a file has.
+	file := uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE)
 	for _, b := range cfg.Binds {
+		var a uint64
 		switch b.Access {
 		case "rx":
-			add(b.Path, exe)
+			a = exe
 		case "rw":
-			add(b.Path, write)
+			a = write
 		case "rwx":
-			add(b.Path, write|exe)
+			a = write | exe
+		default:
+			continue
 		}
+		if !b.Dir {
+			a &= file
+		}
+		add(b.Path, a)
 	}
 	return rules
 }

@@ -422,3 +422,26 @@ func TestFSGrantNoRulesNoMounts(t *testing.T) {
 		t.Errorf("Mounted was called for a grant set without fs rules")
 	}
 }
+
+// TestFSGrantFilesAndRuntime: a rule may name one regular file (rw and rx
+// on files get only the rights a file has); plain ro rules in the
+// runtime, even nested, change nothing, so the allowed programs in its
+// program directories still run; an ro rule beneath an rx rule narrows
+// it.
+func TestFSGrantFilesAndRuntime(t *testing.T) {
+	d := hostDir(t)
+	writeFile(t, d+"/notes.txt", "old\n", 0o666)
+	copyFile(t, "/usr/bin/true", d+"/tool", 0o755)
+	copyFile(t, "/usr/bin/true", d+"/tree/bin/t", 0o755)
+	copyFile(t, "/usr/bin/true", d+"/tree/lib/t", 0o755)
+	r := sandboxed(t, []string{"sh", "-c", "echo new > " + d + "/notes.txt && " + d + "/tool && echo tool ran && " + d + "/tree/bin/t && echo bin ran; " + d + "/tree/lib/t 2>/dev/null && echo LIB-RAN; cat /etc/hostname >/dev/null && echo runtime ok"},
+		withGrants(t, fsGrants(rule(d+"/notes.txt", "rw")+","+rule(d+"/tool", "rx")+","+rule("/usr", "ro")+","+rule("/usr/bin", "ro")+","+
+			rule(d+"/tree", "rx")+","+rule(d+"/tree/lib", "ro"))))
+	r.mustExit(t, 0)
+	if r.stdout != "tool ran\nbin ran\nruntime ok\n" {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	if b, _ := os.ReadFile(d + "/notes.txt"); string(b) != "new\n" {
+		t.Errorf("the rw file holds %q", b)
+	}
+}
