@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox/exechash"
 )
@@ -265,6 +267,27 @@ func TestFSGrantRaceReplacedBySymlink(t *testing.T) {
 	}
 	if fi, err := os.Lstat(d + "/data"); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("the hook did not swap the directory: %v, %v", fi, err)
+	}
+	// A mount placed over the granted path after the decision does not
+	// redirect the bind either.
+	writeFile(t, d+"/mnt/marker", "decided\n", 0o644)
+	hookCreate(t, func(sb *Sandbox, step string) error {
+		if step != "prepared" {
+			return nil
+		}
+		if err := unix.Mount("tmpfs", d+"/mnt", "tmpfs", 0, "size=64k"); err != nil {
+			return err
+		}
+		t.Cleanup(func() { unix.Unmount(d+"/mnt", unix.MNT_DETACH) })
+		return os.WriteFile(d+"/mnt/marker", []byte("mounted over\n"), 0o644)
+	})
+	r = sandboxed(t, []string{"cat", d + "/mnt/marker"}, withGrants(t, fsGrants(rule(d+"/mnt", "ro"))))
+	r.mustExit(t, 0)
+	if r.stdout != "decided\n" {
+		t.Errorf("stdout %q, want the decided directory's marker", r.stdout)
+	}
+	if b, _ := os.ReadFile(d + "/mnt/marker"); string(b) != "mounted over\n" {
+		t.Fatalf("the hook did not mount over the path: the host reads %q", b)
 	}
 	// Swapped before the decision, the same path is refused.
 	hookCreate(t, nil)
