@@ -13,6 +13,7 @@ import (
 
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox/exechash"
+	"github.com/cordon-dev/cordon/tier"
 )
 
 // hostDir makes a host directory for fs grants outside /tmp (the
@@ -466,5 +467,33 @@ func TestFSGrantFilesAndRuntime(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(d + "/notes.txt"); string(b) != "new\n" {
 		t.Errorf("the rw file holds %q", b)
+	}
+}
+
+// TestPlanFSAtS4: at S4 a rule that would bind a host path, make /work
+// executable or mask a path is refused; a plain ro rule on the runtime
+// (a no-op) is not.
+func TestPlanFSAtS4(t *testing.T) {
+	d := hostDir(t)
+	for _, tc := range []struct {
+		js   string
+		want string // "" when planned
+	}{
+		{fsGrants(rule(d, "ro")), "not bound at S4"},
+		{fsGrants(rule("/work", "rwx")), "not applied at S4"},
+		{fsGrants(rule("/usr", "ro"), "/usr/share/doc"), "not applied at S4"},
+		{fsGrants(rule("/usr", "ro") + "," + rule("/work", "rw")), ""},
+	} {
+		gs, err := grant.Parse([]byte(tc.js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := planFS(gs, tier.S4)
+		switch {
+		case tc.want == "" && (err != nil || len(p.mounts) != 0):
+			t.Errorf("%s: planFS = %+v, %v; want an empty plan", tc.js, p, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: planFS error %v, want one saying %q", tc.js, err, tc.want)
+		}
 	}
 }
