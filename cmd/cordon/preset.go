@@ -109,10 +109,10 @@ func (h hostTools) out(name string, args ...string) (string, error) {
 	return line, nil
 }
 
-// real returns p with every symbolic link resolved (grants name real
+// realPath returns p with every symbolic link resolved (grants name real
 // paths: the sandbox refuses a granted path that passes through a link),
 // or "" when it does not exist.
-func real(p string) string {
+func realPath(p string) string {
 	r, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return ""
@@ -141,7 +141,7 @@ func (h hostTools) gccLibexec() (string, error) {
 	if !filepath.IsAbs(cc1) {
 		return "", fmt.Errorf("gcc -print-prog-name=cc1 printed %q, not a path: is gcc's cc1 installed?", cc1)
 	}
-	return real(filepath.Dir(cc1)), nil
+	return realPath(filepath.Dir(cc1)), nil
 }
 
 // buildPreset makes the named preset; host resolves paths on this host,
@@ -162,15 +162,15 @@ func buildPreset(ctx context.Context, name string, host bool) (*preset, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.fs(real(goroot), "rx")
+		p.fs(realPath(goroot), "rx")
 		p.fs("/tmp", "rwx")
-		if c, _ := h.out("go", "env", "GOCACHE"); real(c) != "" {
-			p.fs(real(c), "ro")
-			p.note("GOCACHE %s is granted ro: set GOCACHE=%s for the run, and go reuses what it holds and writes nothing back; grant it rw (a directory the run's host uid may write) to keep new results", real(c), real(c))
+		if c, _ := h.out("go", "env", "GOCACHE"); realPath(c) != "" {
+			p.fs(realPath(c), "ro")
+			p.note("GOCACHE %s is granted ro: set GOCACHE=%s for the run, and go reuses what it holds and writes nothing back; grant it rw (a directory the run's host uid may write) to keep new results", realPath(c), realPath(c))
 		}
-		if m, _ := h.out("go", "env", "GOMODCACHE"); real(m) != "" {
-			p.fs(real(m), "ro")
-			p.note("GOMODCACHE %s is granted ro: set GOMODCACHE=%s and GOFLAGS=-mod=mod GOPROXY=off for an offline build from it", real(m), real(m))
+		if m, _ := h.out("go", "env", "GOMODCACHE"); realPath(m) != "" {
+			p.fs(realPath(m), "ro")
+			p.note("GOMODCACHE %s is granted ro: set GOMODCACHE=%s and GOFLAGS=-mod=mod GOPROXY=off for an offline build from it", realPath(m), realPath(m))
 		}
 		return p, nil
 	case "c":
@@ -206,7 +206,7 @@ func buildPreset(ctx context.Context, name string, host bool) (*preset, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s := real(sysroot); s != "" && !inRuntime(s) {
+		if s := realPath(sysroot); s != "" && !inRuntime(s) {
 			p.fs(s, "rx")
 		}
 		home := os.Getenv("CARGO_HOME")
@@ -215,14 +215,14 @@ func buildPreset(ctx context.Context, name string, host bool) (*preset, error) {
 				home = filepath.Join(u, ".cargo")
 			}
 		}
-		if r := real(home); r != "" {
+		if r := realPath(home); r != "" {
 			p.fs(r, "ro")
 			p.note("cargo home %s is granted ro (the registry it caches); set CARGO_HOME to a directory under /work for what cargo writes, and CARGO_NET_OFFLINE=true", r)
-			if cargo := real(filepath.Join(r, "bin")); cargo != "" {
+			if cargo := realPath(filepath.Join(r, "bin")); cargo != "" {
 				p.fs(cargo, "rx")
 			}
 		}
-		if rh := os.Getenv("RUSTUP_HOME"); rh != "" || real(filepath.Join(filepath.Dir(home), ".rustup")) != "" {
+		if rh := os.Getenv("RUSTUP_HOME"); rh != "" || realPath(filepath.Join(filepath.Dir(home), ".rustup")) != "" {
 			p.note("this host's rustc and cargo are rustup's proxies: grant RUSTUP_HOME rx and pass RUSTUP_HOME and RUSTUP_TOOLCHAIN, or use Debian's rustc and cargo")
 		}
 		return p, nil
@@ -237,12 +237,12 @@ func buildPreset(ctx context.Context, name string, host bool) (*preset, error) {
 		if err != nil {
 			return nil, fmt.Errorf("python3: %w", err)
 		}
-		if r := real(py); r != "" && !inRuntime(r) {
+		if r := realPath(py); r != "" && !inRuntime(r) {
 			// A python outside the runtime (pyenv, a prefix): its prefix.
 			p.fs(filepath.Dir(filepath.Dir(r)), "rx")
 		}
 		if v := os.Getenv("VIRTUAL_ENV"); v != "" {
-			if r := real(v); r != "" {
+			if r := realPath(v); r != "" {
 				p.fs(r, "rx")
 				p.note("the active virtualenv %s is granted rx: its bin directory leads the sandbox's PATH", r)
 			}
@@ -259,7 +259,7 @@ func buildPreset(ctx context.Context, name string, host bool) (*preset, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
-		if r := real(n); r != "" && !inRuntime(r) {
+		if r := realPath(n); r != "" && !inRuntime(r) {
 			p.fs(filepath.Dir(filepath.Dir(r)), "rx")
 		}
 		return p, nil
