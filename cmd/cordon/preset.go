@@ -249,7 +249,7 @@ func buildPreset(ctx context.Context, name string, host bool) (*preset, error) {
 		}
 		return p, nil
 	case "node":
-		p := newPreset("node", "npm", "npx", "sh")
+		p := newPreset("node", "npm", "npx", "env", "sh") // npm and npx start with #!/usr/bin/env node
 		p.fs("/work", "rwx")
 		p.note("/work is rwx so that node_modules/.bin scripts run")
 		if !host {
