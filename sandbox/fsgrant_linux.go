@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/tier"
 )
@@ -445,4 +446,50 @@ func (sb *Sandbox) openFS() ([]*os.File, error) {
 	}
 	sb.fs = fsp
 	return trees, nil
+}
+
+// hideDeniedOnPath hides every file that a name on the sandbox's PATH
+// reaches in a granted bin directory and whose bytes have a denied hash
+// (exec.deny): the file is masked with /dev/null inside, so the name
+// finds nothing runnable, whoever looks it up. Only the granted bin
+// directories are read (the runtime's program directories are noexec
+// but for the allowed files, which planExec hashed); a name that links
+// into the runtime is planExec's to decide. It runs only when the grant
+// set denies a hash and grants an executable path.
+func (p *fsPlan) hideDeniedOnPath(deny []canon.ID) error {
+	if len(deny) == 0 || len(p.execRoots) == 0 {
+		return nil
+	}
+	hidden := map[string]bool{}
+	for _, dir := range p.search {
+		if slices.Contains(searchPath, dir) {
+			continue
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return refusedf("reading %s for denied hashes: %v", dir, err)
+		}
+		for _, e := range entries {
+			name := dir + "/" + e.Name()
+			real, err := realPathIn(name, p)
+			if err != nil || inRuntime(real) || hidden[real] {
+				continue // nothing inside, or the runtime's (decided by planExec)
+			}
+			fi, err := os.Stat(real)
+			if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+				continue
+			}
+			id, err := hashes.Sum(real)
+			if err != nil {
+				return refusedf("hashing %s for denied hashes: %v", real, err)
+			}
+			if i := slices.Index(deny, id); i >= 0 {
+				hidden[real] = true
+				rule := fmt.Sprintf("exec.deny[%d]", i)
+				p.masks = append(p.masks, fsMask{Path: real, Rule: rule})
+				p.mounts = append(p.mounts, Mount{Kind: "mask", Path: real, Rule: rule})
+			}
+		}
+	}
+	return nil
 }

@@ -391,6 +391,21 @@ func TestFSGrantPath(t *testing.T) {
 	}
 	r = sandboxed(t, []string{"hello"}, withGrants(t, fmt.Sprintf(base, `,"deny":["`+id.String()+`"]`)))
 	r.refused(t, "exec.deny[0]")
+	// Found by name inside (by sh's own PATH lookup), under any name, a
+	// file with a denied hash is hidden: it cannot run.
+	copyFile(t, d+"/tool/bin/hello", d+"/tool/bin/hello2", 0o755)
+	var mounts []Mount
+	r = sandboxed(t, []string{"sh", "-c", "hello; hello2; " + d + "/tool/bin/hello; echo end"},
+		withGrants(t, fmt.Sprintf(base, `,"deny":["`+id.String()+`"]`)), withMounted(&mounts))
+	r.mustExit(t, 0)
+	if r.stdout != "end\n" {
+		t.Errorf("stdout %q: a denied file ran", r.stdout)
+	}
+	want := []Mount{{Kind: "bind", Path: d + "/tool", Access: "rx", Rule: "fs[0]"},
+		{Kind: "mask", Path: d + "/tool/bin/hello", Rule: "exec.deny[0]"}, {Kind: "mask", Path: d + "/tool/bin/hello2", Rule: "exec.deny[0]"}}
+	if !slices.Equal(mounts, want) {
+		t.Errorf("Mounted got %+v\nwant %+v", mounts, want)
+	}
 	// Not allowed by name: found, but refused.
 	r = sandboxed(t, []string{"hello"}, withGrants(t, strings.Replace(fmt.Sprintf(base, ""), `{"name":"hello"},`, "", 1)))
 	r.refused(t, "hello")

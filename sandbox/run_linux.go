@@ -176,6 +176,9 @@ func decideFS(s *Spec, fsp *fsPlan) (*execPlan, []string, error) {
 		return nil, nil, err
 	}
 	plan.fs = fsp
+	if err := fsp.hideDeniedOnPath(s.Grants.ExecDeny); err != nil { // fsgrant_linux.go
+		return nil, nil, err
+	}
 	if s.Decided != nil {
 		if err := s.Decided(plan.program.Decision); err != nil {
 			return nil, nil, refusedf("recording the exec decision: %v", err)
