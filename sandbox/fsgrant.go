@@ -17,13 +17,15 @@ type Mount struct {
 	// Kind is "bind" (the host path Path is visible at the same path
 	// inside, with Access), "scratch" (the sandbox's own /work or /tmp is
 	// mounted executable: Access is "rwx") or "mask" (a deny.fs path is
-	// hidden behind an empty read-only directory or /dev/null).
+	// hidden behind an empty read-only directory or /dev/null; also a
+	// file with a denied hash in a granted bin directory).
 	Kind string
 	// Path is absolute, the same outside and inside.
 	Path string
 	// Access is "ro", "rx", "rw" or "rwx"; "" for a mask.
 	Access string
-	// Rule names the grant: "fs[i]" or "deny.fs[i]".
+	// Rule names the grant: "fs[i]", "deny.fs[i]", or "exec.deny[i]" for
+	// a file in a granted bin directory hidden for its denied hash.
 	Rule string
 	// Writable is true for a bind that lets the program write a host
 	// path directly, bypassing the staged workspace.

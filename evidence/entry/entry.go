@@ -217,7 +217,8 @@ func (Meter) Name() string { return "meter" }
 // same path ("bind", with its access; Writable when the program can
 // write the host path directly, bypassing the staged workspace), /work
 // or /tmp made executable ("scratch"), or a deny.fs path hidden
-// ("mask"). Rule names the grant: "fs[i]" or "deny.fs[i]". Paths come
+// ("mask"; also a file with a denied hash in a granted bin directory).
+// Rule names the grant: "fs[i]", "deny.fs[i]" or "exec.deny[i]". Paths come
 // from the grant set, whose paths are canonical text.
 type Mount struct {
 	Task     string   `json:"task,omitempty"`
