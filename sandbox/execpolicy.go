@@ -49,6 +49,8 @@ type execPlan struct {
 	// execFiles are host paths (the same inside) of every file execve
 	// may open: the allowed executables and their ELF interpreters.
 	execFiles []string
+	// fs is the plan of the grant set's fs rules (fsgrant_linux.go).
+	fs *fsPlan
 }
 
 // inRuntime reports whether the clean absolute path p lies in the runtime.
@@ -65,7 +67,11 @@ func inRuntime(p string) bool {
 // in searchPath; an absolute path is taken as is. It returns the path as
 // found (for the decision's name) and the fully resolved file, which must
 // lie in the runtime.
-func resolve(name string) (found, real string, err error) {
+func resolve(name string, fsp *fsPlan) (found, real string, err error) {
+	search := searchPath
+	if fsp != nil && len(fsp.search) > 0 {
+		search = fsp.search // granted bin directories first (fsgrant_linux.go)
+	}
 	switch {
 	case name == "":
 		return "", "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w: empty program name", ErrNotFound)}
@@ -73,28 +79,32 @@ func resolve(name string) (found, real string, err error) {
 		if !path.IsAbs(name) || path.Clean(name) != name {
 			return "", "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %q: a program path must be absolute and clean, and lie in the runtime (the workspace and /tmp are not executable)", ErrCannotExec, name)}
 		}
-		real, err := realRuntimePath(name)
+		real, err := realPathIn(name, fsp)
 		return name, real, err
 	}
-	for _, dir := range searchPath {
+	for _, dir := range search {
 		p := dir + "/" + name
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
-		real, err := realRuntimePath(p)
+		real, err := realPathIn(p, fsp)
 		if err != nil {
 			return "", "", err
 		}
 		return p, real, nil
 	}
-	return "", "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w: %q is not in the runtime's PATH (%s)", ErrNotFound, name, strings.Join(searchPath, ":"))}
+	return "", "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w: %q is not in the runtime's PATH (%s)", ErrNotFound, name, strings.Join(search, ":"))}
 }
 
 // realRuntimePath resolves every symbolic link in p and requires the
 // result to be in the runtime (links through /etc/alternatives are
 // followed, as they are inside).
-func realRuntimePath(p string) (string, error) {
-	if !inRuntime(p) {
+func realRuntimePath(p string) (string, error) { return realPathIn(p, nil) }
+
+// realPathIn is realRuntimePath that also accepts paths beneath the
+// executable roots (rx and rwx binds) of the run's fs plan.
+func realPathIn(p string, fsp *fsPlan) (string, error) {
+	if !inRuntime(p) && !fsp.inExecRoot(p) {
 		return "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %s is not in the runtime (%s)", ErrCannotExec, p, strings.Join(runtimeRoots, ", "))}
 	}
 	real, err := filepath.EvalSymlinks(p)
@@ -104,7 +114,7 @@ func realRuntimePath(p string) (string, error) {
 	if err != nil {
 		return "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
 	}
-	if !inRuntime(real) {
+	if !inRuntime(real) && !fsp.inExecRoot(real) {
 		return "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %s resolves to %s, outside the runtime", ErrCannotExec, p, real)}
 	}
 	return real, nil
@@ -180,7 +190,14 @@ func interpreter(p string) (string, error) {
 // decided with their granted argument prefix, since the kernel boundary
 // cannot see arguments (docs/sandbox.md, "Exec control").
 func planExec(e *grant.Enforcer, argv []string) (*execPlan, error) {
-	found, real, err := resolve(argv[0])
+	return planExecFS(e, argv, nil)
+}
+
+// planExecFS is planExec for a run whose fs grants fsp (nil: none) add
+// executable paths and PATH directories: names are found on the
+// sandbox's PATH, and files beneath a deny.fs path are never executable.
+func planExecFS(e *grant.Enforcer, argv []string, fsp *fsPlan) (*execPlan, error) {
+	found, real, err := resolve(argv[0], fsp)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +222,7 @@ func planExec(e *grant.Enforcer, argv []string) (*execPlan, error) {
 		if r.Name == "" {
 			continue // a hash-only rule allows what it matches: the program, if anything
 		}
-		rf, rreal, err := resolve(r.Name)
+		rf, rreal, err := resolve(r.Name, fsp)
 		if err != nil {
 			continue // an allowed name the runtime lacks allows nothing
 		}
@@ -245,6 +262,10 @@ func planExec(e *grant.Enforcer, argv []string) (*execPlan, error) {
 			return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: the ELF interpreter %s of %s is denied by content hash", ErrRefused, ireal, f)}
 		}
 		files = append(files, ireal)
+	}
+	files, err = removeDenied(e.Set(), []string{found, real}, files)
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(files)
 	plan.execFiles = slices.Compact(files)

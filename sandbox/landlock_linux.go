@@ -98,6 +98,7 @@ func restrictLandlock(cfg *initConfig) *initErr {
 			access uint64
 		}{f, exe})
 	}
+	rules = append(rules, fsGrantRules(cfg, write, exe)...) // fsgrant_linux.go
 	for _, r := range rules {
 		pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err != nil {

@@ -45,6 +45,7 @@ type Sandbox struct {
 	work     *os.File    // the sandbox's /work, through init's root
 	ws       *os.File    // the host workspace, or nil
 	stdin    *stdinRelay // relays Spec.Stdin when it is a file, or nil
+	fs       *fsPlan     // the fs grants' plan, or nil without fs rules
 	res      *Result
 
 	state  lifeState
@@ -252,7 +253,20 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 			relay.r.Close()
 		})
 	}
+	// The fs grants' host paths are opened here, before init starts,
+	// and passed to it after the cgroup files (fsgrant_linux.go). A grant
+	// set without fs rules skips this.
+	trees, err := sb.openFS()
+	if err != nil {
+		return err
+	}
+	cu.Add(func() {
+		for _, t := range trees {
+			t.Close()
+		}
+	})
 	files := append([]*os.File{cfgR, ctlR, stW, bridgeChild}, joins...)
+	files = append(files, trees...)
 	files = append(files, self)
 	cmd := &exec.Cmd{
 		Path: "/proc/self/fd/" + strconv.Itoa(2+len(files)),
@@ -361,6 +375,9 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 	if prepErr != nil {
 		return prepErr
 	}
+	if err := sb.hook("prepared"); err != nil { // the program and the fs grants are decided
+		return err
+	}
 	cfg.CgroupFiles = len(joins)
 	if egress {
 		cfg.Egress = true
@@ -396,7 +413,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 // calls it once init is starting, so that the two overlap.
 func (sb *Sandbox) prepare() (*initConfig, error) {
 	s, res := sb.spec, sb.res
-	plan, env, err := decide(s)
+	plan, env, err := decideFS(s, sb.fs)
 	if err != nil {
 		return nil, err
 	}
@@ -412,6 +429,9 @@ func (sb *Sandbox) prepare() (*initConfig, error) {
 		TmpBytes: s.Limits.TmpBytes, WorkBytes: s.Limits.WorkBytes,
 		NoFile: s.Limits.NoFile, FileSize: s.Limits.FileSizeBytes, NProc: s.Limits.PIDs,
 		LandlockABI: abi, Hostname: hostname(sb.runID),
+	}
+	if fsp := plan.fs; fsp != nil { // fsgrant_linux.go
+		cfg.Binds, cfg.ScratchExec, cfg.Masks = fsp.binds, fsp.scratchExec, fsp.masks
 	}
 	if !filepath.IsAbs(s.Argv[0]) {
 		cfg.Argv[0] = s.Argv[0]

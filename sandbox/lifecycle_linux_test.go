@@ -188,7 +188,7 @@ func TestCreateDestroyWithoutStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	if want := []string{"cgroup", "init started", "ready", "work"}; !slices.Equal(tr.steps, want) {
+	if want := []string{"cgroup", "init started", "prepared", "ready", "work"}; !slices.Equal(tr.steps, want) {
 		t.Errorf("Create went through %v, want %v", tr.steps, want)
 	}
 	if procStartTime(tr.pid) == "" {
@@ -315,7 +315,7 @@ func TestLifecycleOutOfOrder(t *testing.T) {
 func TestCreateFailureLeavesNothing(t *testing.T) {
 	warmUp(t)
 	injected := errors.New("injected failure")
-	for _, step := range []string{"cgroup", "init started", "ready", "work", "Decided"} {
+	for _, step := range []string{"cgroup", "init started", "prepared", "ready", "work", "Decided"} {
 		t.Run(step, func(t *testing.T) {
 			fds := openFDs(t)
 			s, stdout := lifecycleSpec(t, "sh", "-c", "echo ran")

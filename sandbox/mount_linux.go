@@ -51,6 +51,7 @@ func buildRoot(cfg *initConfig) *initErr {
 		{"mounting /proc", mountProc},
 		{"mounting /tmp and /work", mountScratch},
 		{"closing the runtime's program directories", noexecProgramDirs},
+		{"applying the fs grants", applyFSGrants}, // fsgrant_linux.go; nothing without fs rules
 		{"entering the new root", pivot},
 		{"bringing up loopback", loopbackUp},
 	}

@@ -14,7 +14,10 @@ package sandbox
 //	fd 7… parent → init  cgroup v1 "tasks" files (initConfig.CgroupFiles):
 //	                     init's forking thread writes "0" to each to join
 //	                     the run's cgroup, then closes them
-//	fd 7+n               cordon's own executable, which the kernel ran as
+//	fd 7+n…              detached mount trees of the fs grants' host paths
+//	                     (initConfig.Binds, in order; fsgrant_linux.go):
+//	                     init attaches each while building the root
+//	fd 7+n+b             cordon's own executable, which the kernel ran as
 //	                     init through /proc/self/fd; init closes it first
 //
 // After the exit message init kills every other process in its PID
@@ -40,6 +43,10 @@ type initConfig struct {
 	Hostname    string   `json:"hostname"`
 	CgroupFiles int      `json:"cgroup_files"` // fds 7… are cgroup v1 tasks files to join
 	Egress      bool     `json:"egress"`       // fd 6 is the egress bridge: start the forwarder
+	// The grant set's fs rules (fsgrant_linux.go); empty without them.
+	Binds       []fsBind `json:"binds,omitempty"`        // host paths bound at the same path
+	ScratchExec []string `json:"scratch_exec,omitempty"` // /work or /tmp mounted executable
+	Masks       []fsMask `json:"masks,omitempty"`        // deny.fs paths hidden
 }
 
 // initMessage is one line init writes on fd 5.

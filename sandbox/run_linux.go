@@ -159,10 +159,24 @@ func openWorkspace(dir string) (*os.File, error) {
 // reports the exec decision to Spec.Decided before anything runs (a
 // failed report refuses the run), then builds its environment: what
 // every tier does before it starts a program.
-func decide(s *Spec) (*execPlan, []string, error) {
+func decide(s *Spec) (*execPlan, []string, error) { return decideFS(s, nil) }
+
+// decideFS is decide for a run whose fs rules are already planned (fsp;
+// nil: plan them here).
+func decideFS(s *Spec, fsp *fsPlan) (*execPlan, []string, error) {
 	enf := grant.New(s.Grants)
-	plan, err := planExec(enf, s.Argv)
+	if fsp == nil {
+		var err error
+		if fsp, err = planFS(s.Grants, s.Tier); err != nil { // fsgrant_linux.go: empty without fs rules
+			return nil, nil, err
+		}
+	}
+	plan, err := planExecFS(enf, s.Argv, fsp)
 	if err != nil {
+		return nil, nil, err
+	}
+	plan.fs = fsp
+	if err := fsp.hideDeniedOnPath(s.Grants.ExecDeny); err != nil { // fsgrant_linux.go
 		return nil, nil, err
 	}
 	if s.Decided != nil {
@@ -170,10 +184,16 @@ func decide(s *Spec) (*execPlan, []string, error) {
 			return nil, nil, refusedf("recording the exec decision: %v", err)
 		}
 	}
+	if s.Mounted != nil && len(fsp.mounts) > 0 {
+		if err := s.Mounted(fsp.mounts); err != nil {
+			return nil, nil, refusedf("recording the fs grants' mounts: %v", err)
+		}
+	}
 	env, err := buildEnv(enf, s.Env)
 	if err != nil {
 		return nil, nil, err
 	}
+	env[0] = fsp.pathEnv() // the granted bin directories, then the runtime's
 	return plan, env, nil
 }
 

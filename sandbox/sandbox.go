@@ -188,6 +188,11 @@ type Spec struct {
 	// (an allowance) before the program starts; an error refuses the run,
 	// so a caller that must record the decision never runs unrecorded.
 	Decided DecisionFunc
+	// Mounted, if not nil, is called after Decided with every change the
+	// grant set's fs rules make to the sandbox's file system (host paths
+	// bound, /work or /tmp made executable, deny.fs paths hidden), when
+	// there is any, before the program starts; an error refuses the run.
+	Mounted MountFunc
 	// Limits bound the run.
 	Limits Limits
 	// Stdin, Stdout and Stderr are the program's standard streams; nil

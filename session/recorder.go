@@ -69,7 +69,7 @@ func (r *Recorder) append(b entry.Body, sync bool) (journal.Entry, error) {
 }
 
 // NoteUnfinished appends a command.unfinished entry when the journal, as
-// it was opened, ends inside a command (its decision, egress or outputs
+// it was opened, ends inside a command (its decision, mount, egress or outputs
 // entries without the command entry that closes them): the process that
 // ran it was killed. It reports whether it did.
 func (r *Recorder) NoteUnfinished() (bool, error) {
@@ -77,7 +77,7 @@ func (r *Recorder) NoteUnfinished() (bool, error) {
 		return false, nil
 	}
 	switch t := r.w.LastType(); t {
-	case "decision", "egress", "outputs":
+	case "decision", "mount", "egress", "outputs":
 		_, err := r.Record(entry.CommandUnfinished{After: t,
 			Reason: "the journal ended inside a command: the process that ran it stopped before recording its outcome (killed?); the entries since its decision have no outcome"})
 		return err == nil, err

@@ -315,6 +315,19 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 			_, err := s.rec.Record(entry.Decision{Record: d.Record()})
 			return err
 		},
+		// Every bind, executable scratch and mask the fs grants make,
+		// before the program starts; a failed write refuses the run.
+		Mounted: func(ms []sandbox.Mount) error {
+			for _, m := range ms {
+				e := entry.Mount{Kind: m.Kind, Path: m.Path, Access: m.Access, Rule: m.Rule, Writable: m.Writable}
+				e.Task = quote(&e.Quoted, "task", c.Task)
+				e.ID = quote(&e.Quoted, "id", c.ID)
+				if _, err := s.rec.Record(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	}
 	var stdout, stderr capped
 	if c.Capture > 0 {

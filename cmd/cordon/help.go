@@ -23,6 +23,7 @@ func subverbs(name string) []verb {
 			{"covers", "PARENT.json CHILD.json", "check that CHILD only narrows PARENT", nil},
 			{"id", "GRANTS.json", "validate a grant set and print its ContentId", nil},
 			{"default", "", "print the built-in grant set 'cordon exec' uses without --grants", nil},
+			{"preset", "[--host] go|c|rust|python|node", "print a grant set for a toolchain, to narrow", nil},
 		}
 	case "verify":
 		return []verb{

@@ -211,6 +211,28 @@ type Meter struct {
 
 func (Meter) Name() string { return "meter" }
 
+// Mount is one change a command's fs grants made to its sandbox's file
+// system (docs/sandbox.md, "Host paths: fs grants"), written after the
+// exec decision and before the program starts: a host path bound at the
+// same path ("bind", with its access; Writable when the program can
+// write the host path directly, bypassing the staged workspace), /work
+// or /tmp made executable ("scratch"), or a deny.fs path hidden
+// ("mask"; also a file with a denied hash in a granted bin directory).
+// Rule names the grant: "fs[i]", "deny.fs[i]" or "exec.deny[i]". Paths come
+// from the grant set, whose paths are canonical text.
+type Mount struct {
+	Task     string   `json:"task,omitempty"`
+	ID       string   `json:"id,omitempty"`
+	Kind     string   `json:"kind"`
+	Path     string   `json:"path"`
+	Access   string   `json:"access,omitempty"`
+	Rule     string   `json:"rule"`
+	Writable bool     `json:"writable,omitempty"`
+	Quoted   []string `json:"quoted,omitempty"` // members written as Text quotes them: "task", "id"
+}
+
+func (Mount) Name() string { return "mount" }
+
 // RunUnfinished marks entries of an earlier run that never ended.
 type RunUnfinished struct {
 	From    int64 `json:"from"`
@@ -470,7 +492,7 @@ func (VerifyReport) Name() string { return "verify.report" }
 
 // All is one zero value of every body type, for the SPEC table's test.
 func All() []Body {
-	return []Body{Decision{}, Command{}, CommandUnfinished{}, Outputs{}, Egress{}, Meter{}, RunUnfinished{}, Memory{},
+	return []Body{Decision{}, Command{}, CommandUnfinished{}, Outputs{}, Egress{}, Meter{}, Mount{}, RunUnfinished{}, Memory{},
 		RunStart{}, RunEnd{}, TaskStart{}, TaskEnd{}, TaskCancelled{}, TaskInterrupted{}, TaskStopped{},
 		TaskFinish{}, ModelRequest{}, ModelResponse{}, ModelError{}, Budget{}, ToolCall{}, ToolRefused{},
 		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}}

@@ -207,7 +207,10 @@ func createFile(dir int, name string) (*os.File, error) {
 // eachChild opens each entry of the directory src, whose declared path
 // is p, on the given side ("the workspace" or "staging"), checks the
 // entry's path and calls fn with it open (closed when fn returns).
-func eachChild(src *os.File, p, where string, fn func(c *os.File, st *unix.Stat_t, name, q string) error) error {
+//
+// link, when not nil, is called instead of refusing an entry that is a
+// symbolic link (In stages links; Out passes nil and refuses them).
+func eachChild(src *os.File, p, where string, fn func(c *os.File, st *unix.Stat_t, name, q string) error, link func(name, q string) error) error {
 	dir := int(src.Fd())
 	return readNames(src, func(name string) error {
 		q := p + "/" + name
@@ -216,6 +219,9 @@ func eachChild(src *os.File, p, where string, fn func(c *os.File, st *unix.Stat_
 		}
 		c, st, err := openSource(dir, name, q, where)
 		if err != nil {
+			if link != nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				return link(name, q)
+			}
 			return err
 		}
 		defer c.Close()

@@ -144,6 +144,27 @@ func TestInRefuses(t *testing.T) {
 		{"dangling symlink", func(t *testing.T, ws string) {
 			symlink(t, "/nonexistent", filepath.Join(ws, "src/dangling"))
 		}, []string{"src"}, "src/dangling"},
+		{"relative symlink out of the declared dir", func(t *testing.T, ws string) {
+			write(t, ws, "secret.env", "SECRET=1\n")
+			symlink(t, "../secret.env", filepath.Join(ws, "src/link"))
+		}, []string{"src"}, "src/link"},
+		{"relative symlink to a sibling input", func(t *testing.T, ws string) {
+			write(t, ws, "other/a", "x")
+			symlink(t, "../other/a", filepath.Join(ws, "src/link"))
+		}, []string{"src", "other"}, "src/link"},
+		{"relative chain out through a link to ..", func(t *testing.T, ws string) {
+			// Lexically "sub/s/../.." is src itself; resolved, s is src,
+			// and two ".." leave it.
+			write(t, ws, "secret.env", "SECRET=1\n")
+			symlink(t, "..", filepath.Join(ws, "src/sub/s"))
+			symlink(t, "s/../../secret.env", filepath.Join(ws, "src/sub/l"))
+		}, []string{"src"}, "src/sub/l"},
+		{"symlink loop", func(t *testing.T, ws string) {
+			symlink(t, "loop", filepath.Join(ws, "src/loop"))
+		}, []string{"src"}, "src/loop"},
+		{"relative dangling symlink", func(t *testing.T, ws string) {
+			symlink(t, "missing", filepath.Join(ws, "src/dangling"))
+		}, []string{"src"}, "src/dangling"},
 		{"FIFO input", func(t *testing.T, ws string) {
 			mkfifo(t, filepath.Join(ws, "fifo"))
 		}, []string{"fifo"}, "fifo"},
@@ -324,4 +345,73 @@ func TestMountPoints(t *testing.T) {
 	write(t, st, "proc/cordon-stage-test", "x")
 	_, err = Out(openDir(t, st), root, []string{"proc/cordon-stage-test"}, DefaultLimits())
 	wantMount(t, err, "proc")
+}
+
+// TestInStagesLinksInsideTheInput stages, as links, the symbolic links a
+// virtualenv or node_modules holds: each resolves inside its own declared
+// directory.
+func TestInStagesLinksInsideTheInput(t *testing.T) {
+	needRoot(t)
+	ws := t.TempDir()
+	write(t, ws, "venv/lib/python3/site.py", "x = 1\n")
+	write(t, ws, "venv/bin/python3", "#!interp\n")
+	symlink(t, "lib", filepath.Join(ws, "venv/lib64"))
+	symlink(t, "python3", filepath.Join(ws, "venv/bin/python"))
+	write(t, ws, "venv/node_modules/pkg/cli.js", "js\n")
+	symlink(t, "../pkg/cli.js", filepath.Join(ws, "venv/node_modules/.bin/cli"))
+	symlink(t, "sub/..", filepath.Join(ws, "venv/self"))
+	if err := os.MkdirAll(filepath.Join(ws, "venv/sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own := Owner{UID: 1234, GID: 5678}
+	files, st, err := stageIn(t, ws, []string{"venv"}, own, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"venv/", "venv/bin/", "venv/bin/python -> python3", "venv/bin/python3=#!interp\n",
+		"venv/lib/", "venv/lib/python3/", "venv/lib/python3/site.py=x = 1\n", "venv/lib64 -> lib",
+		"venv/node_modules/", "venv/node_modules/.bin/", "venv/node_modules/.bin/cli -> ../pkg/cli.js",
+		"venv/node_modules/pkg/", "venv/node_modules/pkg/cli.js=js\n", "venv/self -> sub/..", "venv/sub/",
+	}
+	if got := tree(t, st); !slices.Equal(got, want) {
+		t.Errorf("staged tree:\n%q\nwant\n%q", got, want)
+	}
+	if len(files) != 3 {
+		t.Errorf("files = %v, want the 3 regular files (links are not files)", files)
+	}
+	fi, err := os.Lstat(filepath.Join(st, "venv/lib64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys := fi.Sys().(*syscall.Stat_t); int(sys.Uid) != own.UID || int(sys.Gid) != own.GID {
+		t.Errorf("staged link owner %d:%d, want %d:%d", sys.Uid, sys.Gid, own.UID, own.GID)
+	}
+}
+
+// TestInKeepsOwnerExecuteBit: a staged file is 0755 when the workspace
+// file's owner may execute it, else 0644; no other bit crosses.
+func TestInKeepsOwnerExecuteBit(t *testing.T) {
+	ws := t.TempDir()
+	write(t, ws, "d/tool", "#!/bin/sh\n")
+	write(t, ws, "d/data", "x")
+	write(t, ws, "d/setuid", "y")
+	for name, mode := range map[string]os.FileMode{"d/tool": 0o700, "d/data": 0o666, "d/setuid": 0o4755 | os.ModeSetuid} {
+		if err := os.Chmod(filepath.Join(ws, name), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, st, err := stageIn(t, ws, []string{"d"}, Owner{-1, -1}, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]os.FileMode{"d/tool": 0o755, "d/data": 0o644, "d/setuid": 0o755} {
+		fi, err := os.Lstat(filepath.Join(st, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", name, fi.Mode(), want)
+		}
+	}
 }

@@ -131,7 +131,7 @@ func (pl *plan) add(src *os.File, st *unix.Stat_t, p string, depth int) error {
 	}
 	return eachChild(src, p, "staging", func(c *os.File, cst *unix.Stat_t, _, q string) error {
 		return pl.add(c, cst, q, depth+1)
-	})
+	}, nil)
 }
 
 // dir returns the workspace directory d. If it does not exist, it is

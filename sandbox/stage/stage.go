@@ -14,9 +14,11 @@
 //     RESOLVE_NO_XDEV, one declared path or one directory entry at a time;
 //     no symlink is ever followed, no mount point is crossed, and no path
 //     string is ever joined to a host directory name;
-//   - only regular files with a single link and directories are copied;
-//     a symlink, FIFO, socket, device or hard-linked file anywhere in a
-//     declared path is refused, naming the path. File types are checked
+//   - only regular files with a single link and directories are copied,
+//     and (by In, inside a declared directory) symbolic links that resolve
+//     inside that directory; any other symlink, a FIFO, socket, device or
+//     hard-linked file anywhere in a declared path is refused, naming the
+//     path. Out copies no symlink at all. File types are checked
 //     with fstat on the opened descriptor; a FIFO, socket or device is
 //     only ever opened with O_PATH, which has no side effects;
 //   - limits are checked against the size fstat reports, and again against
@@ -39,8 +41,12 @@
 // goroutine, so a caller may lock it to a thread whose file system
 // credentials (setfsuid) are those of the sandbox's user.
 //
-// Staged files get mode 0644 and directories 0755: /work is mounted
-// noexec, so execute bits would mean nothing there. Out gives a new file
+// Staged files get mode 0644, or 0755 when the workspace file has its
+// owner's execute bit (which means something only where a run is granted
+// rwx on /work: otherwise /work is mounted noexec), and directories 0755.
+// A symbolic link inside a declared directory is staged as a link when
+// the kernel, resolving it from the input's staged directory with
+// RESOLVE_BENEATH, finds it inside that input; any other is refused. Out gives a new file
 // mode 0644 and a replaced regular file its old permission bits without
 // setuid, setgid and sticky.
 package stage

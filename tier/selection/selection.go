@@ -28,6 +28,14 @@ func Requirements(s *grant.Set) []Reason {
 	add := func(t tier.Tier, format string, args ...any) {
 		rs = append(rs, Reason{t, fmt.Sprintf(format, args...)})
 	}
+	// A writable host path needs no higher tier, but it must show in the
+	// decision: the program writes the host directly, bypassing the
+	// staged workspace (docs/tiers.md, "Host paths").
+	for i, r := range s.FS {
+		if r.Access&grant.Write != 0 && r.Path != "/work" && r.Path != "/tmp" {
+			add(tier.S0, "fs[%d]: %s %s is a writable host path: writes bypass the staged workspace (refused at S3 and S4)", i, r.Access, r.Path)
+		}
+	}
 	if len(s.Exec) > 0 {
 		add(tier.S1, "exec: commands run as separate processes")
 	}

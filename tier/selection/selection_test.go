@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cordon-dev/cordon/grant"
@@ -121,5 +122,32 @@ func TestSelectExact(t *testing.T) {
 				t.Errorf("offers %s, requires %s: Select = %s, %v; want ErrNotOffered", tier.FormatList(h.Offers), req, got, err)
 			}
 		}
+	}
+}
+
+// TestRequirementsNameWritableHostPaths: a writable host path raises no
+// tier but shows in the decision; /work and /tmp (the sandbox's own
+// scratch) and read-only paths do not.
+func TestRequirementsNameWritableHostPaths(t *testing.T) {
+	s, err := grant.Parse([]byte(`{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
+"fs":[{"path":"/work","access":"rwx"},{"path":"/srv/cache","access":"rw"},{"path":"/usr/lib/go","access":"rx"},{"path":"/srv/out","access":"rwx"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range Requirements(s) {
+		if r.Tier == tier.S0 {
+			got = append(got, r.Why)
+		}
+	}
+	want := []string{
+		"fs[1]: rw /srv/cache is a writable host path: writes bypass the staged workspace (refused at S3 and S4)",
+		"fs[3]: rwx /srv/out is a writable host path: writes bypass the staged workspace (refused at S3 and S4)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("S0 requirements %q, want %q", got, want)
+	}
+	if r := Required(s); r != tier.S2 {
+		t.Errorf("Required = %s, want S2", r)
 	}
 }
