@@ -60,9 +60,12 @@ type Manifest struct {
 	ContainerUser   string            // optional user name or numeric id inside the image
 	RemoteUser      string            // optional
 	WorkspaceFolder string            // optional absolute path inside the image
-	// Customizations is carried verbatim (canonical form) for the editor
-	// tools that read it; cordon never interprets it.
-	Customizations *canon.Value
+	// CustomizationsIgnored is the ContentId of the devcontainer's
+	// customizations (editor settings, extensions, terminal profiles) in
+	// canonical form, when it had any. They are not carried: they can make
+	// an editor run code, and a signed manifest must not endorse that. The
+	// digest records that they were there and were left out.
+	CustomizationsIgnored canon.ID
 }
 
 // refusal says why a devcontainer member is refused.
@@ -117,6 +120,9 @@ func Ingest(data []byte) (*Manifest, error) {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("%w: %d bytes, over the limit of %d", ErrInvalid, len(data), MaxSize)
 	}
+	if err := checkLineBreaks(data); err != nil {
+		return nil, err
+	}
 	// hujson replaces comments and trailing commas with spaces, so byte
 	// offsets in later errors still point into the original text.
 	std, err := hujson.Standardize(slices.Clone(data))
@@ -151,8 +157,9 @@ func Ingest(data []byte) (*Manifest, error) {
 		o.Use("customizations")
 		if c.Kind() != canon.KindObject {
 			r.Fail("customizations", "want an object, got %s", c.Kind())
+		} else if c.Len() > 0 {
+			m.CustomizationsIgnored = canon.Sum(c.AppendJCS(nil))
 		}
-		m.Customizations = &c
 	}
 	o.End()
 	if err := r.Err(); err != nil {
@@ -162,6 +169,41 @@ func Ingest(data []byte) (*Manifest, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// checkLineBreaks refuses line breaks that JSON-with-comments readers
+// disagree about. tailscale/hujson ends a // comment only at LF; the
+// devcontainer tools' parser (jsonc-parser) also at a lone CR, and
+// JavaScript at U+2028 and U+2029: a member behind such a break is a
+// member to one reader and a comment to another. Inside strings these
+// are refused by JSON itself (CR) or harmless (U+2028, U+2029).
+func checkLineBreaks(data []byte) error {
+	inString, escaped := false, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = true
+		case c == '\r' && (i+1 == len(data) || data[i+1] != '\n'):
+			return fmt.Errorf("%w: a carriage return not followed by a line feed at offset %d: readers disagree whether it ends a // comment; save the file with LF or CRLF line ends", ErrInvalid, i)
+		case c == '\v' || c == '\f':
+			return fmt.Errorf("%w: a vertical tab or form feed at offset %d outside a string", ErrInvalid, i)
+		case c == 0xe2 && i+2 < len(data) && data[i+1] == 0x80 && (data[i+2] == 0xa8 || data[i+2] == 0xa9):
+			return fmt.Errorf("%w: a Unicode line or paragraph separator at offset %d outside a string: readers disagree whether it ends a // comment", ErrInvalid, i)
+		}
+	}
+	return nil
 }
 
 func envMap(r *jsonv.Reader, o *jsonv.Obj, name string) map[string]string {
@@ -203,6 +245,9 @@ func (m *Manifest) check() error {
 	}
 	if m.Name != "" {
 		if err := checkText(m.Name, 200); err != nil {
+			return bad("name", "%v", err)
+		}
+		if err := checkValue(m.Name); err != nil {
 			return bad("name", "%v", err)
 		}
 	}
@@ -322,8 +367,8 @@ func (m *Manifest) JCS() []byte {
 	str("container_user", m.ContainerUser)
 	str("remote_user", m.RemoteUser)
 	str("workspace_folder", m.WorkspaceFolder)
-	if m.Customizations != nil && m.Customizations.Len() > 0 {
-		doc["customizations"] = json.RawMessage(m.Customizations.AppendJCS(nil))
+	if !m.CustomizationsIgnored.IsZero() {
+		doc["customizations_ignored"] = m.CustomizationsIgnored.String()
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -361,12 +406,12 @@ func Parse(data []byte) (*Manifest, error) {
 	m.ContainerUser, _ = o.Str("container_user", false)
 	m.RemoteUser, _ = o.Str("remote_user", false)
 	m.WorkspaceFolder, _ = o.Str("workspace_folder", false)
-	if c, ok := v.Get("customizations"); ok {
-		o.Use("customizations")
-		if c.Kind() != canon.KindObject {
-			r.Fail("customizations", "want an object, got %s", c.Kind())
+	if str, ok := o.Str("customizations_ignored", false); ok && r.Err() == nil {
+		id, err := canon.ParseID(str)
+		if err != nil {
+			r.Fail("customizations_ignored", "%v", err)
 		}
-		m.Customizations = &c
+		m.CustomizationsIgnored = id
 	}
 	o.End()
 	if err := r.Err(); err != nil {

