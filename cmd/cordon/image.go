@@ -44,6 +44,7 @@ func runImage(e *env, args []string) error {
 	// An interrupted unpack leaves nothing in the cache.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() { <-ctx.Done(); stop() }() // a second signal kills at once
 	start := time.Now()
 	r, err := (&image.Cache{Dir: filepath.Join(state, "images")}).Unpack(ctx, im)
 	if err != nil {

