@@ -128,6 +128,9 @@ type Config struct {
 	Version      string             // cordon's version, for the attestation
 	Meters       session.Meters     // the hardware meters; nil: the host's (session.HostMeters)
 	Powercap     string             // the powercap tree the host's RAPL meter reads ("": the default)
+	// Env holds the operator's values of environment variables; a command
+	// receives those its task's grant set names (grants env), no others.
+	Env map[string]string
 }
 
 // Outcome is what Run reports; Body is the result body committed in

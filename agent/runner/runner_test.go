@@ -42,3 +42,31 @@ func TestApplyWriteRunFinish(t *testing.T) {
 		t.Fatalf("body %+v", rep.Result.Body)
 	}
 }
+
+// TestCommandEnv: a command receives the operator's values of exactly the
+// variables its grant set names — not the others the operator set, not
+// any the model asks for — and a run whose grants name none passes none.
+func TestCommandEnv(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	m := baseManifest(t, func(m map[string]any) {
+		m["grants"].(map[string]any)["env"] = []string{"GOCACHE", "LANG"}
+	})
+	s := &script{resps: []*provider.Response{
+		calls(call("run", `{"argv":["printenv","GOCACHE","SECRET_TOKEN"]}`)),
+		finish("done"),
+	}}
+	sb := okSandbox()
+	_, err := runScript(t, ws, m, s, runOpts{apply: true, sb: sb, cfg: func(c *Config) {
+		c.Env = map[string]string{"GOCACHE": "/var/cache/go", "SECRET_TOKEN": "operator-only", "PATH": "/evil"}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sb.specs) != 1 {
+		t.Fatalf("specs %+v", sb.specs)
+	}
+	got := sb.specs[0].Env
+	if len(got) != 1 || got["GOCACHE"] != "/var/cache/go" {
+		t.Fatalf("command environment %v, want only GOCACHE (LANG is granted but unset; SECRET_TOKEN and PATH are not granted)", got)
+	}
+}

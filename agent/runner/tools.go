@@ -352,9 +352,20 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 		return "", false, refusef("this command's record could reach %d bytes, more than the journal takes; use fewer or shorter arguments", size)
 	}
 	r.egressTask = t.id
+	// The operator's values of the variables this task's grants name;
+	// the model never chooses a variable or a value.
+	var env map[string]string
+	for _, name := range gs.Env {
+		if v, ok := r.cfg.Env[name]; ok {
+			if env == nil {
+				env = map[string]string{}
+			}
+			env[name] = v
+		}
+	}
 	cmd := session.Command{
 		Argv: argv, Inputs: inputs, Outputs: t.m.Outputs, OutputsOptional: true, Wall: min(limits.Wall, left),
-		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind,
+		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind, Env: env,
 	}
 	rr.apply(&cmd)
 	out, err := r.sess.Exec(ctx, cmd)

@@ -26,14 +26,17 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs the end-to-end CLI tests in testdata/script/*.txtar.
 // Each script runs in a fresh directory holding a copy of the RFC 8785
-// reference test data under rfc8785/ and of examples/fix-test under
-// fix-test/.
+// reference test data under rfc8785/, of examples/fix-test under
+// fix-test/ and of examples/go-fix under go-fix/.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Setup: func(e *testscript.Env) error {
 			if err := copyDir(filepath.Join("..", "..", "examples", "fix-test"), filepath.Join(e.WorkDir, "fix-test")); err != nil {
+				return err
+			}
+			if err := copyDir(filepath.Join("..", "..", "examples", "go-fix"), filepath.Join(e.WorkDir, "go-fix")); err != nil {
 				return err
 			}
 			return copyDir(filepath.Join("..", "..", "evidence", "canon", "testdata", "rfc8785"), filepath.Join(e.WorkDir, "rfc8785"))

@@ -92,11 +92,20 @@ func runRun(e *env, args []string) error {
 			return fmt.Errorf("run: %w", err)
 		}
 	}
+	// Commands receive the operator's values of the variables the
+	// manifest's grant set names, as 'cordon exec' passes them.
+	vars := map[string]string{}
+	for _, name := range m.Grants.Env {
+		if v, ok := os.LookupEnv(name); ok {
+			vars[name] = v
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: *apply, Key: key, SandboxState: state, Tenant: *tenant,
 		Memory: memory.Options{NoGit: *noGit}, Log: prefixWriter{w: e.stderr, prefix: "cordon: "}, Version: version,
+		Env: vars,
 	})
 	if errors.Is(err, journal.ErrTorn) {
 		return withHint(fmt.Errorf("run: %w", err), fmt.Sprintf("a crash left a partial last entry; 'cordon journal repair %s' removes it",
