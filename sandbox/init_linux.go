@@ -26,6 +26,11 @@ func init() {
 	// capability bounding set, Landlock, seccomp) and the program is
 	// forked from this same thread, so it inherits all of them.
 	runtime.LockOSThread()
+	if len(os.Args) > 1 { // rootless (idmap_linux.go)
+		if code, done := rootlessInit(os.Args[1:]); done {
+			os.Exit(code)
+		}
+	}
 	os.Exit(initMain())
 }
 
@@ -80,6 +85,11 @@ func initMain() int {
 	var b [1]byte
 	if n, _ := control.Read(b[:]); n != 1 || b[0] != 'g' {
 		return ExitRefused // the parent gave up
+	}
+	if cfg.Rootless {
+		if err := chownWork(cfg.UID, cfg.GID); err != nil {
+			return fail(setupErr("sandbox init: giving /work to the program: %v", err))
+		}
 	}
 	pid, e := startProgram(&cfg)
 	if e != nil {

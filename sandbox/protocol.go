@@ -40,6 +40,7 @@ type initConfig struct {
 	Hostname    string   `json:"hostname"`
 	CgroupFiles int      `json:"cgroup_files"` // fds 7… are cgroup v1 tasks files to join
 	Egress      bool     `json:"egress"`       // fd 6 is the egress bridge: start the forwarder
+	Rootless    bool     `json:"rootless"`     // /work is init's until init gives it to the program (chownWork)
 }
 
 // initMessage is one line init writes on fd 5.
