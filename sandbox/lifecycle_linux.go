@@ -39,8 +39,8 @@ type Sandbox struct {
 	hostBase int
 	ids      *rootlessIDs  // a rootless run's ids (idmap_linux.go), or nil as root
 	cg       *cgroup.Group // nil in a rootless run without cgroup limits (CgroupLimits)
-	cmd      *exec.Cmd // sandbox init
-	ctl      *os.File  // parent → init: 'g', then EOF (protocol.go)
+	cmd      *exec.Cmd     // sandbox init
+	ctl      *os.File      // parent → init: 'g', then EOF (protocol.go)
 	msgs     <-chan initMessage
 	deadline *time.Timer // the wall-clock limit
 	work     *os.File    // the sandbox's /work, through init's root
