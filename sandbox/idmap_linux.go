@@ -343,10 +343,10 @@ func CgroupLimits() error {
 
 var rootlessCgroupOnce = sync.OnceValue(func() error {
 	if m := hostFacilities().delegatedCgroup(); m != "" {
-		return fmt.Errorf("no cgroup limits rootless: %s", m)
+		return fmt.Errorf("no delegated cgroup: %s", m)
 	}
 	if err := cgroup.Probe(); err != nil {
-		return fmt.Errorf("no cgroup limits rootless: %w", err)
+		return fmt.Errorf("no delegated cgroup: %w", err)
 	}
 	return nil
 })
@@ -361,4 +361,18 @@ func checkUncgrouped(s *Spec, why error) error {
 			ErrUnavailable, why)}
 	}
 	return nil
+}
+
+// rusageStats fills a run without a cgroup's resources from init's
+// rusage, which counts init and every process it reaped, the program's
+// whole tree: CPU time in user and system mode, and the peak resident
+// size of the largest one of them (not of all together, as a cgroup's
+// peak is).
+func rusageStats(ps *os.ProcessState, res *Result) {
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return
+	}
+	res.CPUNanos = syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)
+	res.PeakMemoryBytes = ru.Maxrss << 10
 }

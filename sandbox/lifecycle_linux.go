@@ -604,6 +604,9 @@ func (sb *Sandbox) Wait() (*Result, error) {
 			return nil, refusedf("sandbox init: %v", err)
 		}
 	}
+	if sb.cg == nil {
+		rusageStats(sb.cmd.ProcessState, res)
+	}
 	return res, nil
 }
 
