@@ -225,78 +225,74 @@ func (r *rootlessIDs) mapIDs(ctx context.Context, pid int) error {
 	return nil
 }
 
-// Arguments of a rootless init (argv[1]): the first stage waits for its
-// id maps, the second runs with them.
-const (
-	rootlessWait   = "rootless-wait"
-	rootlessMapped = "rootless"
-)
+// rootlessWait is argv[1] of a rootless init's first stage.
+const rootlessWait = "rootless-wait"
 
 // initEnv is init's whole environment: in a race-detector build it would
 // otherwise sleep a second at exit.
 var initEnv = []string{"GORACE=atexit_sleep_ms=0"}
 
-// rootlessInit runs the rootless stages of init before initMain; done
-// reports that the process must exit with code.
-//
-// Stage one is what the kernel ran in the new user namespace before its
-// ids were mapped: it has no capabilities there. It waits until the
-// parent has mapped the ids and written the configuration (fd 3 becomes
-// readable; the parent writes it only after the helpers succeeded),
-// checks it is now uid 0 inside, and executes cordon again through the
+// rootlessInit runs the first stage of a rootless init (argv[1] is
+// rootlessWait), what the kernel ran in the new user namespace before
+// its ids were mapped, without capabilities there; done reports that the
+// process must exit with code. It waits until the parent has mapped the
+// ids and written the configuration (fd 3 becomes readable; the parent
+// writes it only after the helpers succeeded), checks it is now uid 0
+// inside, and executes cordon again, as plain init, through the
 // descriptor named in argv[2]: that execution, as uid 0 in its own user
-// namespace, gets the full capability set there.
-//
-// Stage two drops the caller's supplementary groups (the helpers leave
-// setgroups allowed), and sets the parent-death signal again, which the
-// execution that raised the capabilities cleared; if the parent died
-// before that, the control pipe (fd 4) has hung up and init exits.
+// namespace, gets the full capability set there. Its configuration says
+// it is rootless, and initMain calls rootlessMapped.
 func rootlessInit(args []string) (code int, done bool) {
 	fail := func(format string, a ...any) (int, bool) {
-		// A raw write: an *os.File for fd 5 would close it when collected,
-		// and initMain still needs it.
+		// A raw write: an *os.File for fd 5 would close it when collected.
 		b, _ := json.Marshal(initMessage{Error: fmt.Sprintf("sandbox init: "+format, a...), Code: ExitRefused})
 		_, _ = unix.Write(5, append(b, '\n'))
 		return ExitRefused, true
 	}
-	switch {
-	case len(args) == 2 && args[0] == rootlessWait:
-		fd, err := strconv.Atoi(args[1])
-		if err != nil || fd < 6 {
-			return fail("malformed rootless arguments %q", args)
-		}
-		fds := []unix.PollFd{{Fd: 3, Events: unix.POLLIN}}
-		for {
-			_, err := unix.Poll(fds, -1)
-			if !errors.Is(err, unix.EINTR) {
-				if err != nil {
-					return fail("waiting for the id maps: %v", err)
-				}
-				break
-			}
-		}
-		if fds[0].Revents&unix.POLLIN == 0 {
-			return ExitRefused, true // the parent gave up
-		}
-		if os.Getuid() != 0 || os.Getgid() != 0 {
-			return fail("the id maps were not written (uid %d, gid %d)", os.Getuid(), os.Getgid())
-		}
-		err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(fd), []string{InitArg0, rootlessMapped}, initEnv)
-		return fail("executing cordon again with the mapped ids: %v", err)
-	case len(args) == 1 && args[0] == rootlessMapped:
-		if err := syscall.Setgroups([]int{}); err != nil {
-			return fail("dropping supplementary groups: %v", err)
-		}
-		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
-			return fail("PR_SET_PDEATHSIG: %v", err)
-		}
-		fds := []unix.PollFd{{Fd: 4, Events: unix.POLLIN}}
-		if _, err := unix.Poll(fds, 0); err != nil || fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
-			return ExitRefused, true // the parent is gone
-		}
-		return 0, false
+	if len(args) != 2 || args[0] != rootlessWait {
+		return fail("unknown arguments %q", args)
 	}
-	return fail("unknown arguments %q", args)
+	fd, err := strconv.Atoi(args[1])
+	if err != nil || fd < 6 {
+		return fail("malformed rootless arguments %q", args)
+	}
+	fds := []unix.PollFd{{Fd: 3, Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if !errors.Is(err, unix.EINTR) {
+			if err != nil {
+				return fail("waiting for the id maps: %v", err)
+			}
+			break
+		}
+	}
+	if fds[0].Revents&unix.POLLIN == 0 {
+		return ExitRefused, true // the parent gave up
+	}
+	if os.Getuid() != 0 || os.Getgid() != 0 {
+		return fail("the id maps were not written (uid %d, gid %d)", os.Getuid(), os.Getgid())
+	}
+	err = syscall.Exec("/proc/self/fd/"+strconv.Itoa(fd), []string{InitArg0}, initEnv)
+	return fail("executing cordon again with the mapped ids: %v", err)
+}
+
+// rootlessMapped is a rootless init's first step once configured: it
+// drops the caller's supplementary groups (the helpers leave setgroups
+// allowed), and sets the parent-death signal again, which the execution
+// that raised the capabilities cleared; if the parent died before that,
+// the control pipe (fd 4) has hung up, and init exits.
+func rootlessMapped() *initErr {
+	if err := syscall.Setgroups([]int{}); err != nil {
+		return setupErr("sandbox init: dropping supplementary groups: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return setupErr("sandbox init: PR_SET_PDEATHSIG: %v", err)
+	}
+	fds := []unix.PollFd{{Fd: 4, Events: unix.POLLIN}}
+	if _, err := unix.Poll(fds, 0); err != nil || fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
+		return setupErr("sandbox init: the parent is gone")
+	}
+	return nil
 }
 
 // chownWork gives everything in /work to the program's uid and gid. In
@@ -352,13 +348,20 @@ var rootlessCgroupOnce = sync.OnceValue(func() error {
 })
 
 // checkUncgrouped refuses a run without a cgroup whose grant set limits
-// what only a cgroup enforces: its memory or CPU. why says why there is
+// what only a cgroup enforces, its memory or CPU, or whose caller did not
+// make the cgroup optional (Limits.CgroupOptional). why says why there is
 // no cgroup.
 func checkUncgrouped(s *Spec, why error) error {
+	hint := "run as root, or delegate a cgroup v2 subtree to the user and run cordon in it (systemd-run --user --scope -p Delegate=yes)"
 	if g := s.Grants.Limits; g.MemoryBytes != nil || g.CPUMS != nil {
 		return &ExitError{Code: ExitRefused, Err: fmt.Errorf(
-			"%w: the grant set limits memory or CPU, which a rootless run enforces only in a cgroup v2 subtree delegated to its user (%v); run as root, or delegate one (systemd: Delegate=yes for the user's service)",
-			ErrUnavailable, why)}
+			"%w: the grant set limits memory or CPU, which a rootless run enforces only in a cgroup of its own (%v); %s",
+			ErrUnavailable, why, hint)}
+	}
+	if !s.Limits.CgroupOptional {
+		return &ExitError{Code: ExitRefused, Err: fmt.Errorf(
+			"%w: the run's memory and CPU limits need a cgroup of its own (%v), and the caller did not make them optional (Limits.CgroupOptional); %s",
+			ErrUnavailable, why, hint)}
 	}
 	return nil
 }

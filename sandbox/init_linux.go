@@ -65,6 +65,11 @@ func initMain() int {
 		return fail(setupErr("sandbox init: reading the configuration: %v", err))
 	}
 	cfgFile.Close()
+	if cfg.Rootless {
+		if e := rootlessMapped(); e != nil {
+			return fail(e)
+		}
+	}
 	// The descriptor cordon was executed through comes after the cgroup
 	// files; init does not need it.
 	if err := unix.CloseRange(uint(7+cfg.CgroupFiles), ^uint(0), 0); err != nil {
