@@ -55,9 +55,8 @@ type rootlessIDs struct {
 	subUID, subGID subRange
 }
 
-// programUID and programGID are the host ids of inside uid and gid 1000.
+// programUID is the host uid of inside uid 1000.
 func (r *rootlessIDs) programUID() int { return r.subUID.start + insideUID - 1 }
-func (r *rootlessIDs) programGID() int { return r.subGID.start + insideGID - 1 }
 
 // lookupRootless returns the caller's rootless ids, read with readFile
 // from the subordinate id files, or an error that names the file and
