@@ -347,20 +347,9 @@ func execStateDir(flagValue string) (string, error) {
 		dir = os.Getenv("CORDON_STATE")
 	}
 	if dir == "" {
-		if os.Geteuid() == 0 {
-			dir = "/var/lib/cordon"
-		} else {
-			// A user's state: $XDG_STATE_HOME, or ~/.local/state (the XDG
-			// base directory specification's default).
-			base := os.Getenv("XDG_STATE_HOME")
-			if base == "" || !filepath.IsAbs(base) {
-				home, err := os.UserHomeDir()
-				if err != nil {
-					return "", fmt.Errorf("no state directory: %w (pass --state)", err)
-				}
-				base = filepath.Join(home, ".local", "state")
-			}
-			dir = filepath.Join(base, "cordon")
+		var err error
+		if dir, err = defaultStateDir(os.Geteuid()); err != nil {
+			return "", err
 		}
 	}
 	dir, err := filepath.Abs(dir)
@@ -371,6 +360,26 @@ func execStateDir(flagValue string) (string, error) {
 		return "", fmt.Errorf("state directory: %w", err)
 	}
 	return dir, nil
+}
+
+// defaultStateDir is the state directory of a process with effective uid
+// euid that names none: /var/lib/cordon for root, and for another user
+// $XDG_STATE_HOME/cordon, else ~/.local/state/cordon (the XDG base
+// directory specification's default; a relative $XDG_STATE_HOME is
+// ignored, as it says).
+func defaultStateDir(euid int) (string, error) {
+	if euid == 0 {
+		return "/var/lib/cordon", nil
+	}
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" || !filepath.IsAbs(base) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no state directory: %w (pass --state)", err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "cordon"), nil
 }
 
 // execUnit is the document a receipt's unit field addresses: what was
