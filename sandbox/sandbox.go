@@ -241,7 +241,8 @@ type Result struct {
 	OutputsErr error
 	// LandlockABI is the Landlock ABI the run was restricted with.
 	LandlockABI int
-	// HostUID is the host uid the program ran as.
+	// HostUID is the host uid the program ran as: in the tenant's range,
+	// or rootless in the caller's subordinate range.
 	HostUID int
 }
 
