@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,15 +57,16 @@ type rootlessIDs struct {
 // programUID is the host uid of inside uid 1000.
 func (r *rootlessIDs) programUID() int { return r.subUID.start + insideUID - 1 }
 
-// lookupRootless returns the caller's rootless ids, read with readFile
-// from the subordinate id files, or an error that names the file and
-// says what to do.
-func lookupRootless(readFile func(string) ([]byte, error), uid, gid int, user, group string) (*rootlessIDs, error) {
-	su, err := subordinate(readFile, subIDFiles[0], idDBFiles[0], uid, user)
+// lookupRootless returns the rootless ids of the caller (uid, gid and
+// user name), read with readFile from the subordinate id files, or an
+// error that names the file and says what to do. Both files name the
+// user, as newuidmap and newgidmap read them.
+func lookupRootless(readFile func(string) ([]byte, error), uid, gid int, user string) (*rootlessIDs, error) {
+	su, err := subordinate(readFile, subIDFiles[0], idDBFiles[0], uid, user, uid)
 	if err != nil {
 		return nil, err
 	}
-	sg, err := subordinate(readFile, subIDFiles[1], idDBFiles[1], gid, group)
+	sg, err := subordinate(readFile, subIDFiles[1], idDBFiles[1], uid, user, gid)
 	if err != nil {
 		return nil, err
 	}
@@ -102,11 +102,12 @@ func parseSubIDs(file string, b []byte) ([]subEntry, error) {
 }
 
 // subordinate finds the caller's range in file (/etc/subuid or
-// /etc/subgid) by its id or name: the first entry of at least rangeSize
-// ids. The rangeSize-1 ids the run maps must be the caller's alone: they
-// may not contain id 0, the caller's own id, an id of an account or group
-// in db (/etc/passwd or /etc/group), or overlap another owner's entry.
-func subordinate(readFile func(string) ([]byte, error), file, db string, id int, name string) (subRange, error) {
+// /etc/subgid) by its uid or user name: the first entry of at least
+// rangeSize ids. The rangeSize-1 ids the run maps must be the caller's
+// alone: they may not contain id 0, the caller's own id own (its uid or
+// gid), an id of an account or group in db (/etc/passwd or /etc/group),
+// or overlap another owner's entry.
+func subordinate(readFile func(string) ([]byte, error), file, db string, id int, name string, own int) (subRange, error) {
 	b, err := readFile(file)
 	if err != nil {
 		return subRange{}, fmt.Errorf("no subordinate ids for %s (%d): %w; add a line %q to %s (usermod --add-subuids/--add-subgids)",
@@ -134,8 +135,8 @@ func subordinate(readFile func(string) ([]byte, error), file, db string, id int,
 	switch {
 	case in(0):
 		return subRange{}, fmt.Errorf("%s line %d: the range %d:%d contains id 0", file, r.line, r.start, r.count)
-	case in(id):
-		return subRange{}, fmt.Errorf("%s line %d: the range %d:%d contains %s's own id %d", file, r.line, r.start, r.count, nameOr(name, id), id)
+	case in(own):
+		return subRange{}, fmt.Errorf("%s line %d: the range %d:%d contains %s's own id %d", file, r.line, r.start, r.count, nameOr(name, id), own)
 	}
 	for _, e := range es {
 		if !mine(e) && overlaps(e) {
@@ -312,14 +313,7 @@ func chownWork(uid, gid int) error {
 // files.
 func callerIDs() (*rootlessIDs, error) {
 	uid, gid := os.Geteuid(), os.Getegid()
-	return lookupRootless(os.ReadFile, uid, gid, userName(uid), groupName(gid))
-}
-
-func groupName(gid int) string {
-	if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil {
-		return g.Name
-	}
-	return ""
+	return lookupRootless(os.ReadFile, uid, gid, userName(uid))
 }
 
 // CgroupLimits reports whether this process's sandbox runs enforce the

@@ -82,17 +82,16 @@ type facilities struct {
 	writable func(string) error
 	egid     int
 	user     string // the caller's user name, or ""
-	group    string // the caller's group name, or ""
 }
 
 func hostFacilities() facilities {
 	euid := os.Geteuid()
-	name, group := "", ""
+	name := ""
 	if euid != 0 {
-		// Only the rootless checks read them (/etc/subuid may name the
+		// Only the rootless checks read it (/etc/subuid may name the
 		// user); a lookup can cost a name-service round trip, so root
 		// skips it.
-		name, group = userName(euid), groupName(os.Getegid())
+		name = userName(euid)
 	}
 	return facilities{
 		stat:     func(p string) error { _, err := os.Stat(p); return err },
@@ -105,7 +104,6 @@ func hostFacilities() facilities {
 		writable: func(p string) error { return unix.Access(p, unix.W_OK) },
 		egid:     os.Getegid(),
 		user:     name,
-		group:    group,
 	}
 }
 
@@ -174,11 +172,8 @@ func (h facilities) rootlessMissing() []string {
 			missing = append(missing, "the id-mapping helper "+filepath.Base(helper)+" ("+err.Error()+")")
 		}
 	}
-	for i, id := range []struct {
-		n    int
-		name string
-	}{{h.euid, h.user}, {h.egid, h.group}} {
-		if _, err := subordinate(h.readFile, subIDFiles[i], idDBFiles[i], id.n, id.name); err != nil {
+	for i, own := range []int{h.euid, h.egid} {
+		if _, err := subordinate(h.readFile, subIDFiles[i], idDBFiles[i], h.euid, h.user, own); err != nil {
 			missing = append(missing, "subordinate ids ("+err.Error()+")")
 		}
 	}

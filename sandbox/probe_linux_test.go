@@ -27,7 +27,6 @@ func TestProbeNamesEveryMissingFacility(t *testing.T) {
 		writable: func(string) error { return fs.ErrPermission },
 		egid:     1000,
 		user:     "alice",
-		group:    "alice",
 	}
 	got := strings.Join(none.missing(), "\n")
 	for _, want := range []string{
@@ -69,7 +68,7 @@ func TestProbeRootless(t *testing.T) {
 		"/proc/sys/kernel/apparmor_restrict_unprivileged_userns": "1\n",
 	}
 	h := facilities{
-		euid: 1000, egid: 1000, user: "alice", group: "alice",
+		euid: 1000, egid: 1001, user: "alice",
 		readFile: func(p string) ([]byte, error) {
 			if b, ok := files[p]; ok {
 				return []byte(b), nil
@@ -86,6 +85,13 @@ func TestProbeRootless(t *testing.T) {
 	got := strings.Join(h.rootlessMissing(), "\n")
 	if !strings.Contains(got, "subordinate ids (/etc/subuid: the range of alice (line 2, 150000:65536) overlaps bob's (line 1, 100000:65536)") {
 		t.Errorf("an overlapping range:\n%s", got)
+	}
+	// /etc/subgid names the user too, and the range must not hold the
+	// caller's own gid.
+	files["/etc/subuid"] = "alice:100000:65536\n"
+	files["/etc/subgid"] = "alice:1001:65536\n"
+	if got := strings.Join(h.rootlessMissing(), "\n"); !strings.Contains(got, "/etc/subgid line 1: the range 1001:65536 contains alice's own id 1001") {
+		t.Errorf("a subgid range holding the caller's gid:\n%s", got)
 	}
 	delete(files, "/etc/subgid")
 	files["/etc/subuid"] = "alice:1000:65536\n"
@@ -124,7 +130,7 @@ func TestSubordinate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			files := map[string]string{"sub": tc.subuid, "db": "root:x:0:0::/:/bin/sh\n" + tc.passwd}
 			read := func(p string) ([]byte, error) { return []byte(files[p]), nil }
-			got, err := subordinate(read, "sub", "db", 1000, "alice")
+			got, err := subordinate(read, "sub", "db", 1000, "alice", 1000)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("subordinate = %v, %v; want an error containing %q", got, err, tc.err)
