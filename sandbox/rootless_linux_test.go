@@ -309,3 +309,26 @@ func TestRootlessSubordinateIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestKnownLimitationRootlessCountersAreTheCallers pins a documented
+// limitation (docs/sandbox.md, Known limitations): rootless, the caller
+// owns the run's user namespace, so a program that uses up its per-user
+// counters uses up the caller's own, and the caller's other processes get
+// EMFILE from inotify_init1 while it holds them (host root's are
+// untouched: TestUcountsNotChargedToRoot, as root).
+func TestKnownLimitationRootlessCountersAreTheCallers(t *testing.T) {
+	if asRootless(t) {
+		return
+	}
+	h := startHog(t, newEscapeSpec(t))
+	if owner := nsOwner(t, h.sb.cmd.Process.Pid); owner != os.Geteuid() {
+		t.Errorf("the run's user namespace is owned by host uid %d, want the caller's %d", owner, os.Geteuid())
+	}
+	if got := hostProbe(t, 0); !strings.Contains(got, "inotify EMFILE\n") { // 0: as this process's own uid
+		t.Errorf("the caller while a rootless run holds its inotify instances:\n%s\nwant inotify EMFILE (the limitation this test pins)", got)
+	}
+	h.finish(t)
+	if got := hostProbe(t, 0); !strings.Contains(got, "inotify ok\n") {
+		t.Errorf("the caller after the run:\n%s", got)
+	}
+}
