@@ -115,6 +115,11 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 		}
 		sb.hostBase = ts.base
 	} else {
+		// The state directory holds only run records rootless; it is
+		// checked as root's is.
+		if err := checkStateDir(s.StateDir); err != nil {
+			return nil, refusedf("%v", err)
+		}
 		var err error
 		if sb.ids, err = callerIDs(); err != nil {
 			return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: rootless: %v", ErrUnavailable, err)}

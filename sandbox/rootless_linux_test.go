@@ -181,6 +181,15 @@ net EACCES
 	if !errors.As(r.err, &ee) || ee.Code != ExitRefused {
 		t.Errorf("uname rootless: %v", r.err)
 	}
+	// The state directory is checked as root's is.
+	r = sandboxed(t, []string{"true"}, func(s *Spec) {
+		if err := os.Chmod(s.StateDir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !errors.As(r.err, &ee) || ee.Code != ExitRefused || !strings.Contains(r.err.Error(), "writable by nobody else") {
+		t.Errorf("a state directory others may write: %v", r.err)
+	}
 	// S3 is not offered rootless.
 	if err := Probe(tier.S3); err == nil || !strings.Contains(err.Error(), "root for S3") {
 		t.Errorf("Probe(S3) rootless = %v", err)
