@@ -31,6 +31,7 @@ func subverbs(name string) []verb {
 			{"attestation", "--pubkey PEM [--receipt FILE] [--journal FILE] [--json] FILE", "verify a signed attestation", nil},
 			{"journal", "[--head ID | --signed-head FILE --pubkey PEM] [--json] FILE", "verify a journal's hash chain, optionally against a retained head", nil},
 			{"record", "[--signed-head FILE --pubkey PEM] [--json] FILE", "verify a durable run record's chain from genesis, optionally against a signed head", nil},
+			{"audit", "--pubkey PEM [--json] EXPORT", "verify an audit log export (masked or not) against the head the server signed", nil},
 			{"run", "[--pubkey PEM] [--json] WORKSPACE", "verify an agent run's record, step by step", nil},
 		}
 	case "env":

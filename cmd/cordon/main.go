@@ -43,7 +43,7 @@ func verbs() []verb {
 		{"mail", "[--reply TEXT|-] WORKSPACE", "read an agent's messages, or reply to it", runMail},
 		{"keygen", "--out FILE", "make an Ed25519 steward key", runKeygen},
 		{"pubkey", "KEY.pem", "print a key's public key and key id", runPubkey},
-		{"verify", "receipt|attestation|journal|record FILE…|run WS", "verify evidence offline", runVerify},
+		{"verify", "receipt|attestation|journal|record|audit FILE…|run WS", "verify evidence offline", runVerify},
 		{"journal", "repair FILE", "remove a torn last line left by a crash", runJournal},
 		{"reap", "[--older-than D] [--dry-run] [--state DIR] [--json]", "remove what dead sandbox runs left on the host", runReap},
 		{"env", "ingest|verify [flags] FILE", "devcontainer.json to a signed environment manifest", runEnv},

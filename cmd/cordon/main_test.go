@@ -123,6 +123,8 @@ func TestScripts(t *testing.T) {
 			// records N runs, each with its cgroup present in every
 			// hierarchy and holding processes (busy) or none (idle).
 			"runs": cmdRuns,
+			// mkaudit OUT KEY.pem TENANT: an audit export with a signed head.
+			"mkaudit": cmdMkAudit,
 			// mkrecord OUT KEY.pem: a durable run record and its signed head.
 			"mkrecord": cmdMkRecord,
 			// oci-layout DIR PATH=CONTENT…: an OCI image layout of one
