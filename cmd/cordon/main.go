@@ -36,7 +36,7 @@ func verbs() []verb {
 	return []verb{
 		{"demo", "", "canonicalize and address sample evidence, then run the conformance pack", runDemo},
 		{"canon", "jcs|cbor|id [flags] [FILE|-]", "canonical forms and ContentIds of JSON documents", runCanon},
-		{"grant", "check|covers|id|default|preset FILES…", "decide a query, check attenuation, address a grant set", runGrant},
+		{"grant", "check|covers|id|default|preset|policy|mint …", "decide, attenuate, address grant sets; presets; standing grants", runGrant},
 		{"tier", "[--offers S0,…] [--json] GRANTS.json", "the isolation tier a grant set requires", runTier},
 		{"exec", "[flags] -- PROGRAM [ARG…]", "run a command in the sandbox, with a receipt", runExec},
 		{"run", "[flags] MANIFEST.json", "run an agent: a model through granted tools, recorded", runRun},
