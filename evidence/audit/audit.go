@@ -240,15 +240,10 @@ func Verify(export []byte, pub sign.PublicKey) ([]Exported, error) {
 }
 
 func verifyLine(line []byte, seq uint64, prev canon.ID) (*Exported, error) {
-	v, err := canon.Parse(line)
+	v, r, o, err := jsonv.Canonical(line)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if !bytes.Equal(v.AppendJCS(nil), line) {
-		return nil, fmt.Errorf("%w: not in canonical form", ErrInvalid)
-	}
-	r := &jsonv.Reader{}
-	o := r.Object(v, "")
 	typ, _ := o.Str("type", true)
 	n, _ := o.Int("seq", true)
 	p, hasPrev := o.Str("prev", false)

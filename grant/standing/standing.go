@@ -378,13 +378,9 @@ func OpenMinted(envelope []byte, p *Policy, holder sign.PublicKey) (*Minted, err
 }
 
 func readCanonical(data []byte) (*jsonv.Obj, *jsonv.Reader, canon.Value, error) {
-	v, err := canon.Parse(data)
+	v, r, o, err := jsonv.Canonical(data)
 	if err != nil {
 		return nil, nil, canon.Value{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if !bytes.Equal(v.AppendJCS(nil), data) {
-		return nil, nil, canon.Value{}, fmt.Errorf("%w: not in canonical (JCS) form", ErrInvalid)
-	}
-	r := &jsonv.Reader{}
-	return r.Object(v, ""), r, v, nil
+	return o, r, v, nil
 }
