@@ -146,6 +146,11 @@ func planFS(gs *grant.Set, t tier.Tier) (*fsPlan, error) {
 			p.execRoots = append(p.execRoots, r.Path)
 		}
 	}
+	if len(p.binds) > 0 && os.Geteuid() != 0 {
+		// cordon opens and clones each granted tree as root, before init
+		// starts (openTrees); an unprivileged caller cannot clone mounts.
+		return nil, refusedf("%s: host paths are bound into the sandbox only when cordon runs as root; a rootless run cannot grant %s (run as root, or leave the rule out; /work and /tmp rwx and deny.fs work rootless)", p.binds[0].Rule, p.binds[0].Path)
+	}
 	if t == tier.S4 && (len(p.scratchExec) > 0 || len(p.masks) > 0) {
 		return nil, refusedf("fs rules that make /work or /tmp executable, and deny.fs paths, are not applied at S4 in this build")
 	}

@@ -91,6 +91,7 @@ func withMounted(got *[]Mount) option {
 // executes; an ungranted sibling is not there. Every bind is nosuid and
 // nodev, and every one is reported before the program starts.
 func TestFSGrantAccess(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	writeFile(t, d+"/ro/data.txt", "ro data\n", 0o644)
 	writeFile(t, d+"/ro/run.sh", "#!/bin/sh\necho ran\n", 0o755)
@@ -230,6 +231,7 @@ func TestFSGrantSymlinkRefused(t *testing.T) {
 // TestFSGrantDotDot: a ".." in a granted path never reaches the sandbox:
 // the grant set is refused, and the resolver refuses it too.
 func TestFSGrantDotDot(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	if _, err := grant.Parse([]byte(fsGrants(rule(d+"/../../etc", "ro")))); err == nil {
 		t.Errorf("grant.Parse accepted a path with ..")
@@ -249,6 +251,7 @@ func TestFSGrantDotDot(t *testing.T) {
 // symbolic link to /etc after the decision, before init binds it: the
 // sandbox sees the directory that was decided on, never /etc.
 func TestFSGrantRaceReplacedBySymlink(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	writeFile(t, d+"/data/marker", "decided\n", 0o644)
 	hookCreate(t, func(sb *Sandbox, step string) error {
@@ -300,6 +303,7 @@ func TestFSGrantRaceReplacedBySymlink(t *testing.T) {
 // with the program's own ids: the bind is nosuid (and no_new_privs and
 // the unmapped owner would stop it too).
 func TestFSGrantSetuidIgnored(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	copyFile(t, "/usr/bin/id", d+"/bin/id", 0o755)
 	if err := os.Chmod(d+"/bin/id", 0o4755|os.ModeSetuid); err != nil {
@@ -333,6 +337,7 @@ func TestFSGrantSetuidIgnored(t *testing.T) {
 // denied directory shows empty, a denied file empty, the rest reads; a
 // rule beneath a denied path binds nothing.
 func TestFSGrantDenyUnderAllowed(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	writeFile(t, d+"/ok.txt", "ok\n", 0o644)
 	writeFile(t, d+"/secret/key", "host secret\n", 0o644)
@@ -371,6 +376,7 @@ func TestFSGrantDenyUnderAllowed(t *testing.T) {
 // paths first; exec.allow still decides what cordon starts by name, and
 // an exec.deny hash is refused wherever the name is found.
 func TestFSGrantPath(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	writeFile(t, d+"/tool/bin/hello", "#!/bin/sh\necho hello from the tool\n", 0o755)
 	base := `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
@@ -414,6 +420,7 @@ func TestFSGrantPath(t *testing.T) {
 // TestFSGrantRefusals: paths the sandbox cannot grant, and tiers that
 // refuse host paths.
 func TestFSGrantRefusals(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	for _, tc := range []struct {
 		fs   string
@@ -442,6 +449,7 @@ func TestFSGrantRefusals(t *testing.T) {
 // TestFSGrantMountedFailureRefuses: a mount that cannot be recorded
 // refuses the run.
 func TestFSGrantMountedFailureRefuses(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	r := sandboxed(t, []string{"echo", "ran"}, withGrants(t, fsGrants(rule(d, "ro"))), func(s *Spec) {
 		s.Mounted = func([]Mount) error { return errors.New("journal full") }
@@ -468,6 +476,7 @@ func TestFSGrantNoRulesNoMounts(t *testing.T) {
 // program directories still run; an ro rule beneath an rx rule narrows
 // it.
 func TestFSGrantFilesAndRuntime(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	writeFile(t, d+"/notes.txt", "old\n", 0o666)
 	copyFile(t, "/usr/bin/true", d+"/tool", 0o755)
@@ -511,4 +520,14 @@ func TestPlanFSAtS4(t *testing.T) {
 			t.Errorf("%s: planFS error %v, want one saying %q", tc.js, err, tc.want)
 		}
 	}
+}
+
+// TestFSGrantRootlessRefused: a rootless run never silently drops a
+// granted host path: the grant is refused, naming the rule and what to do.
+func TestFSGrantRootlessRefused(t *testing.T) {
+	if asRootless(t) {
+		return
+	}
+	r := sandboxed(t, []string{"true"}, withGrants(t, fsGrants(rule("/var/tmp", "ro"))))
+	r.refused(t, "fs[0]: host paths are bound into the sandbox only when cordon runs as root")
 }
