@@ -178,23 +178,27 @@ func Ingest(data []byte) (*Manifest, error) {
 // member to one reader and a comment to another. Inside strings these
 // are refused by JSON itself (CR) or harmless (U+2028, U+2029).
 func checkLineBreaks(data []byte) error {
-	inString, escaped := false, false
+	const (
+		normal = iota
+		inString
+		lineComment
+		blockComment
+	)
+	state, escaped, depth := normal, false, 0
 	for i := 0; i < len(data); i++ {
 		c := data[i]
-		if inString {
+		if state == inString {
 			switch {
 			case escaped:
 				escaped = false
 			case c == '\\':
 				escaped = true
 			case c == '"':
-				inString = false
+				state = normal
 			}
 			continue
 		}
 		switch {
-		case c == '"':
-			inString = true
 		case c == '\r' && (i+1 == len(data) || data[i+1] != '\n'):
 			return fmt.Errorf("%w: a carriage return not followed by a line feed at offset %d: readers disagree whether it ends a // comment; save the file with LF or CRLF line ends", ErrInvalid, i)
 		case c == '\v' || c == '\f':
@@ -202,9 +206,39 @@ func checkLineBreaks(data []byte) error {
 		case c == 0xe2 && i+2 < len(data) && data[i+1] == 0x80 && (data[i+2] == 0xa8 || data[i+2] == 0xa9):
 			return fmt.Errorf("%w: a Unicode line or paragraph separator at offset %d outside a string: readers disagree whether it ends a // comment", ErrInvalid, i)
 		}
+		switch state {
+		case lineComment:
+			if c == '\n' {
+				state = normal
+			}
+		case blockComment:
+			if c == '*' && i+1 < len(data) && data[i+1] == '/' {
+				state, i = normal, i+1
+			}
+		default:
+			switch {
+			case c == '"':
+				state = inString
+			case c == '/' && i+1 < len(data) && data[i+1] == '/':
+				state, i = lineComment, i+1
+			case c == '/' && i+1 < len(data) && data[i+1] == '*':
+				state, i = blockComment, i+1
+			case c == '[' || c == '{':
+				// Bounded before the JSON-with-comments parser, which
+				// recurses once per level.
+				if depth++; depth > maxDepth {
+					return fmt.Errorf("%w: nesting deeper than %d levels at offset %d", ErrInvalid, maxDepth, i)
+				}
+			case c == ']' || c == '}':
+				depth--
+			}
+		}
 	}
 	return nil
 }
+
+// maxDepth bounds nesting, as the canonical parser does.
+const maxDepth = 64
 
 func envMap(r *jsonv.Reader, o *jsonv.Obj, name string) map[string]string {
 	eo, ok := o.Object(name, false)

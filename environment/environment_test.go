@@ -319,3 +319,22 @@ func FuzzIngest(f *testing.F) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// TestScannerBounds: nesting is bounded before the JSON-with-comments
+// parser (which recurses per level) sees the input; brackets and quotes
+// inside comments and strings do not count.
+func TestScannerBounds(t *testing.T) {
+	deep := strings.Repeat("[", 1<<19)
+	if _, err := Ingest([]byte(`{"image": "` + img + `", "customizations": {"x": ` + deep + `}}`)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nesting deeper") {
+		t.Fatalf("deep nesting: %v", err)
+	}
+	ok := `{
+	// a quote " and brackets [[[[ {{{{ in a comment
+	/* "more" ]]]] */
+	"image": "` + img + `", "name": "[[[[\"{{{{"
+}`
+	m, err := Ingest([]byte(ok))
+	if err != nil || m.Name != `[[[["{{{{` {
+		t.Fatalf("comments and strings: %v %+v", err, m)
+	}
+}
