@@ -17,7 +17,12 @@ package sandbox
 //	fd 7+n…              detached mount trees of the fs grants' host paths
 //	                     (initConfig.Binds, in order; fsgrant_linux.go):
 //	                     init attaches each while building the root
-//	fd 7+n+b             cordon's own executable, which the kernel ran as
+//	fd 7+n+b             with an image runtime (initConfig.Image;
+//	                     image_linux.go), a detached tree of the image's
+//	                     root: init attaches it, binds the runtime from
+//	                     it and closes it after writing /etc; i is 1,
+//	                     else 0
+//	fd 7+n+b+i           cordon's own executable, which the kernel ran as
 //	                     init through /proc/self/fd; init closes it first
 //
 // After the exit message init kills every other process in its PID
@@ -47,6 +52,8 @@ type initConfig struct {
 	Binds       []fsBind `json:"binds,omitempty"`        // host paths bound at the same path
 	ScratchExec []string `json:"scratch_exec,omitempty"` // /work or /tmp mounted executable
 	Masks       []fsMask `json:"masks,omitempty"`        // deny.fs paths hidden
+	// Image: the runtime is an image's, whose root is fd 7+n+b.
+	Image bool `json:"image,omitempty"`
 }
 
 // initMessage is one line init writes on fd 5.

@@ -1,0 +1,246 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/sandbox/exechash"
+	"github.com/cordon-dev/cordon/tier"
+)
+
+var (
+	helloOnce sync.Once
+	helloBin  string
+	helloErr  error
+)
+
+// staticHello builds, once per test binary, a static program that prints
+// "hello from the image" and the contents of each file its arguments
+// name.
+func staticHello(t *testing.T) string {
+	t.Helper()
+	helloOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cordon-hello-")
+		if err != nil {
+			helloErr = err
+			return
+		}
+		src := `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Println("hello from the image")
+	for _, f := range os.Args[1:] {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(3)
+		}
+		os.Stdout.Write(b)
+	}
+}
+`
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+			helloErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", "hello", "main.go")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off", "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			helloErr = fmt.Errorf("building the static hello: %v\n%s", err, out)
+			return
+		}
+		helloBin = filepath.Join(dir, "hello")
+	})
+	if helloErr != nil {
+		t.Fatal(helloErr)
+	}
+	return helloBin
+}
+
+// imageRootfs makes an unpacked image: /usr/bin/hello (static), bin ->
+// usr/bin, /usr/bin/true -> /usr/bin/hello (an absolute link whose host
+// target is the host's true), /usr/share/msg, /etc/os-release, and the
+// adversarial links.
+func imageRootfs(t *testing.T) (string, string) {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "rootfs")
+	hello := staticHello(t)
+	for _, d := range []string{"usr/bin", "usr/share", "etc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(t, hello, root+"/usr/bin/hello", 0o755)
+	copyFile(t, hello, root+"/usr/bin/other", 0o755) // not allowed by name
+	writeFile(t, root+"/usr/share/msg", "image message\n", 0o644)
+	writeFile(t, root+"/etc/os-release", "ID=imagetest\n", 0o644)
+	links := map[string]string{
+		"bin":             "usr/bin",
+		"usr/bin/true":    "/usr/bin/hello",           // absolute: resolves in the image
+		"usr/bin/escape":  "/../../etc/passwd",        // climbs: stops at the image's root
+		"usr/bin/hostcat": "/usr/bin/cat",             // a host-only path
+		"usr/bin/etcfile": "/etc/os-release",          // in the image, outside the runtime
+		"usr/bin/dotdot":  "../../../../../../bin/sh", // relative climb
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, hello
+}
+
+func withImage(root string) option {
+	return func(s *Spec) { s.Image = &ImageRuntime{Root: root, Manifest: "sha256:m", Config: "sha256:c"} }
+}
+
+const imageGrants = `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
+"exec":{"allow":[{"name":"hello"},{"name":"true"},{"name":"cat"},{"name":"sh"},{"name":"escape"},{"name":"hostcat"},{"name":"etcfile"},{"name":"dotdot"}%s]%s}}`
+
+// TestImageRuntime: with Spec.Image the program, its hash and the
+// runtime inside are the image's, never the host's.
+func TestImageRuntime(t *testing.T) {
+	root, hello := imageRootfs(t)
+	gs := withGrants(t, fmt.Sprintf(imageGrants, "", ""))
+	id, err := exechash.New(1).Sum(hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := sandboxed(t, []string{"hello", "/usr/share/msg"}, gs, withImage(root))
+	r.mustExit(t, 0)
+	if r.stdout != "hello from the image\nimage message\n" {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	// /etc is cordon's, as without an image: not the image's.
+	r2 := sandboxed(t, []string{"hello", "/etc/os-release"}, gs, withImage(root))
+	r2.mustExit(t, 3)
+	if r.res.Program.Path != "/usr/bin/hello" || r.res.Program.B3 != id {
+		t.Errorf("program %s %s, want /usr/bin/hello %s", r.res.Program.Path, r.res.Program.B3, id)
+	}
+
+	// Through the image's relative link bin -> usr/bin.
+	r = sandboxed(t, []string{"/bin/hello"}, gs, withImage(root))
+	r.mustExit(t, 0)
+	if r.stdout != "hello from the image\n" {
+		t.Errorf("/bin/hello: stdout %q", r.stdout)
+	}
+
+	// An absolute link resolves in the image: the host's /usr/bin/true
+	// exists and differs, and is neither run nor hashed.
+	r = sandboxed(t, []string{"true"}, gs, withImage(root))
+	r.mustExit(t, 0)
+	if r.stdout != "hello from the image\n" || r.res.Program.B3 != id || r.res.Program.Path != "/usr/bin/true" {
+		t.Errorf("true: stdout %q, program %s %s", r.stdout, r.res.Program.Path, r.res.Program.B3)
+	}
+
+	// The host has cat and sh; the image does not.
+	for _, name := range []string{"cat", "sh", "/usr/bin/cat"} {
+		r = sandboxed(t, []string{name}, gs, withImage(root))
+		if !errors.Is(r.err, ErrNotFound) || r.stdout != "" {
+			t.Errorf("%s: Run = %v, stdout %q; want not found", name, r.err, r.stdout)
+		}
+	}
+	// Without the image, the same grants run the host's.
+	r = sandboxed(t, []string{"true"}, gs)
+	r.mustExit(t, 0)
+	if r.stdout != "" {
+		t.Errorf("the host's true printed %q", r.stdout)
+	}
+}
+
+// TestImageRuntimeLinksStayInside: links out of the image, absolute,
+// climbing or naming a host-only file, never reach a host file.
+func TestImageRuntimeLinksStayInside(t *testing.T) {
+	root, _ := imageRootfs(t)
+	gs := withGrants(t, fmt.Sprintf(imageGrants, "", ""))
+	for _, c := range []struct {
+		name string
+		want error
+	}{
+		{"escape", ErrNotFound},    // the image has no /etc/passwd
+		{"hostcat", ErrNotFound},   // /usr/bin/cat is the host's only
+		{"dotdot", ErrNotFound},    // ../.. stops at the root: /bin/sh, absent
+		{"etcfile", ErrCannotExec}, // the image's /etc/os-release: outside the runtime
+		{"/usr/bin/escape", ErrNotFound},
+	} {
+		r := sandboxed(t, []string{c.name}, gs, withImage(root))
+		if !errors.Is(r.err, c.want) || r.stdout != "" {
+			t.Errorf("%s: Run = %v, stdout %q; want %v", c.name, r.err, r.stdout, c.want)
+		}
+	}
+	// With /etc/passwd in the image the link resolves to it, which is
+	// outside the runtime: refused, never the host's /etc/passwd.
+	writeFile(t, root+"/etc/passwd", "root:x:0:0::/:/bin/hello\n", 0o755)
+	r := sandboxed(t, []string{"escape"}, gs, withImage(root))
+	if !errors.Is(r.err, ErrCannotExec) || !strings.Contains(r.err.Error(), "resolves to /etc/passwd, outside the runtime") {
+		t.Errorf("escape with the image's /etc/passwd: %v", r.err)
+	}
+}
+
+// TestImageRuntimeExecRules: exec.allow and exec.deny, by name and by
+// hash, apply to the image's files.
+func TestImageRuntimeExecRules(t *testing.T) {
+	root, hello := imageRootfs(t)
+	id, err := exechash.New(1).Sum(hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not allowed by name.
+	r := sandboxed(t, []string{"other"}, withGrants(t, fmt.Sprintf(imageGrants, "", "")), withImage(root))
+	r.refused(t, "exec /usr/bin/other: no exec rule allows other")
+	// Allowed by the image file's hash, under any name.
+	r = sandboxed(t, []string{"other"}, withGrants(t, fmt.Sprintf(imageGrants, `,{"b3":"`+id.String()+`"}`, "")), withImage(root))
+	r.mustExit(t, 0)
+	if r.stdout != "hello from the image\n" {
+		t.Errorf("other: stdout %q", r.stdout)
+	}
+	// Denied by hash: the name, and the absolute link to it.
+	deny := `,"deny":["` + id.String() + `"]`
+	for _, name := range []string{"hello", "true"} {
+		r = sandboxed(t, []string{name}, withGrants(t, fmt.Sprintf(imageGrants, "", deny)), withImage(root))
+		r.refused(t, "exec")
+	}
+	// The host's true has another hash: allowed by it, the image's is not.
+	hostTrue, err := exechash.New(1).Sum("/usr/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,"exec":{"allow":[{"name":"true","b3":"` + hostTrue.String() + `"}]}}`
+	r = sandboxed(t, []string{"true"}, withGrants(t, only), withImage(root))
+	r.refused(t, "exec")
+	r = sandboxed(t, []string{"true"}, withGrants(t, only))
+	r.mustExit(t, 0)
+}
+
+// TestImageRuntimeRefusals: S4 and a root that is not there are refused
+// before anything runs.
+func TestImageRuntimeRefusals(t *testing.T) {
+	gs, err := grant.Parse([]byte(s4Grants))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Spec{Argv: []string{"true"}, Grants: gs, Tier: tier.S4, StateDir: t.TempDir(), Limits: DefaultLimits(),
+		Image: &ImageRuntime{Root: t.TempDir()}}
+	err = s.check()
+	if err == nil || !strings.Contains(err.Error(), "image runtime is not available at S4") {
+		t.Errorf("S4 with an image: %v", err)
+	}
+	r := sandboxed(t, []string{"true"}, withImage(filepath.Join(t.TempDir(), "absent")))
+	r.refused(t, "image runtime: opening its root")
+	r = sandboxed(t, []string{"true"}, withImage("relative/rootfs"))
+	r.refused(t, "not an absolute path")
+}
