@@ -121,10 +121,8 @@ func realPathIn(p string, fsp *fsPlan) (string, error) {
 	return real, nil
 }
 
-// hashExecutable opens an executable regular file and returns its hash.
-func hashExecutable(p string) (canon.ID, error) { return hashIn(nil, p) }
-
-// hashIn is hashExecutable for a run's plan (its image runtime, if any).
+// hashIn opens an executable regular file of the run's runtime (the
+// host's, or its plan's image) and returns its hash.
 func hashIn(fsp *fsPlan, p string) (canon.ID, error) {
 	f, err := openRuntime(fsp, p)
 	if err != nil {
