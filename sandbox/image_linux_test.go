@@ -1,14 +1,17 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox/exechash"
@@ -243,4 +246,161 @@ func TestImageRuntimeRefusals(t *testing.T) {
 	r.refused(t, "image runtime: opening its root")
 	r = sandboxed(t, []string{"true"}, withImage("relative/rootfs"))
 	r.refused(t, "not an absolute path")
+}
+
+// hostRuntimeImage makes an image of the host's own files for progs:
+// each program, its ELF interpreter and libraries at their host paths
+// (the links on the way, such as lib64 -> usr/lib64, copied as links),
+// and the host's loader cache.
+func hostRuntimeImage(tb testing.TB, progs ...string) string {
+	tb.Helper()
+	root := filepath.Join(tb.TempDir(), "rootfs")
+	for _, r := range runtimeRoots {
+		if target, err := os.Readlink(r); err == nil {
+			if err := os.MkdirAll(root, 0o755); err != nil {
+				tb.Fatal(err)
+			}
+			if err := os.Symlink(target, root+r); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	var files []string
+	for _, p := range progs {
+		files = append(files, p)
+		out, err := exec.Command("ldd", p).Output()
+		if err != nil {
+			tb.Fatalf("ldd %s: %v", p, err)
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				files = append(files, f)
+			}
+		}
+	}
+	files = append(files, "/etc/ld.so.cache")
+	for _, p := range files {
+		for range 16 {
+			dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			hp := filepath.Join(dir, filepath.Base(p))
+			if err := os.MkdirAll(root+dir, 0o755); err != nil {
+				tb.Fatal(err)
+			}
+			target, err := os.Readlink(hp)
+			if err != nil { // a file
+				if _, err := os.Lstat(root + hp); err != nil {
+					b, err := os.ReadFile(hp)
+					if err != nil {
+						tb.Fatal(err)
+					}
+					if err := os.WriteFile(root+hp, b, 0o755); err != nil {
+						tb.Fatal(err)
+					}
+				}
+				break
+			}
+			if _, err := os.Lstat(root + hp); err != nil {
+				if err := os.Symlink(target, root+hp); err != nil {
+					tb.Fatal(err)
+				}
+			}
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(dir, target)
+			}
+			p = target
+		}
+	}
+	return root
+}
+
+// TestImageRuntimeDynamic: a dynamically linked program of an image runs
+// with the image's ELF interpreter, libraries and loader cache; its hash
+// is that of the image's bytes (here the host's own, copied).
+func TestImageRuntimeDynamic(t *testing.T) {
+	root := hostRuntimeImage(t, "/usr/bin/true", "/usr/bin/dash")
+	if err := os.Symlink("dash", root+"/usr/bin/sh"); err != nil {
+		t.Fatal(err)
+	}
+	hostTrue, err := exechash.New(1).Sum("/usr/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sandboxed(t, []string{"true"}, withImage(root))
+	r.mustExit(t, 0)
+	if r.res.Program.B3 != hostTrue {
+		t.Errorf("true: %s, want %s", r.res.Program.B3, hostTrue)
+	}
+	// sh is the image's dash; echo is a builtin, ls is not in the image.
+	r = sandboxed(t, []string{"sh", "-c", "echo in the image; ls / || echo no ls"}, withImage(root))
+	r.mustExit(t, 0)
+	if !strings.HasPrefix(r.stdout, "in the image\n") || !strings.HasSuffix(r.stdout, "no ls\n") {
+		t.Errorf("sh: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+	// An interpreter link that leaves the image: the program cannot run.
+	interp, err := interpreter("/usr/bin/true")
+	if err != nil || interp == "" {
+		t.Fatalf("interpreter of true: %q, %v", interp, err)
+	}
+	real, err := filepath.EvalSymlinks(interp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(root + real); err != nil {
+		t.Fatal(err)
+	}
+	// On the host this names the host's interpreter; in the image there
+	// is no /proc, and ".." stops at the image's root.
+	if err := os.Symlink("/../../../proc/self/root"+real, root+real); err != nil {
+		t.Fatal(err)
+	}
+	r = sandboxed(t, []string{"true"}, withImage(root))
+	if !errors.Is(r.err, ErrNotFound) {
+		t.Errorf("true with its interpreter linked out of the image: %v", r.err)
+	}
+}
+
+// BenchmarkRunTrueImage is BenchmarkRunTrue on the host's runtime and
+// on an image runtime holding the same true, interpreter, libraries and
+// loader cache, interleaved (host, image, image, host, …) so that a busy
+// machine weighs on both alike: the image's cost to a run's cold start.
+// It reports the median of each and their difference.
+func BenchmarkRunTrueImage(b *testing.B) {
+	root := hostRuntimeImage(b, "/usr/bin/true")
+	host := benchSpec(b, "true")
+	img := benchSpec(b, "true")
+	img.Image = &ImageRuntime{Root: root}
+	var th, ti []time.Duration
+	run := func(s *Spec) time.Duration {
+		start := time.Now()
+		res, err := Run(context.Background(), s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.ExitCode != 0 {
+			b.Fatalf("exit %d", res.ExitCode)
+		}
+		return time.Since(start)
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			th = append(th, run(host))
+			ti = append(ti, run(img))
+		} else {
+			ti = append(ti, run(img))
+			th = append(th, run(host))
+		}
+		i++
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds())
+	}
+	mh, mi := median(th), median(ti)
+	b.ReportMetric(mh, "host-us")
+	b.ReportMetric(mi, "image-us")
+	b.ReportMetric(mi-mh, "delta-us")
 }
