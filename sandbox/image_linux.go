@@ -177,6 +177,13 @@ func (sb *Sandbox) runtimePlan() (*fsPlan, error) {
 			return nil, err
 		}
 	}
+	// A host path bound beneath the runtime would be bound over the
+	// image's read-only tree, and resolved in neither consistently.
+	for _, b := range fsp.binds {
+		if inRuntime(b.Path) {
+			return nil, refusedf("%s: the host path %s lies in the runtime (%s), which is the image's on an image run: grant a path outside it, or put what it holds in the image", b.Rule, b.Path, strings.Join(runtimeRoots, ", "))
+		}
+	}
 	fsp.img = sb.img
 	return fsp, nil
 }

@@ -246,6 +246,30 @@ func TestImageRuntimeRefusals(t *testing.T) {
 	r.refused(t, "image runtime: opening its root")
 	r = sandboxed(t, []string{"true"}, withImage("relative/rootfs"))
 	r.refused(t, "not an absolute path")
+	// A host path granted beneath the runtime, which is the image's.
+	root, _ := imageRootfs(t)
+	js := `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
+"fs":[{"path":"/usr/share","access":"rx"}],"exec":{"allow":[{"name":"hello"}]}}`
+	r = sandboxed(t, []string{"hello"}, withGrants(t, js), withImage(root))
+	r.refused(t, "fs[0]: the host path /usr/share lies in the runtime")
+	// Beneath a granted host path outside the runtime, programs are the
+	// host's, found on PATH before the image's.
+	d := hostDir(t)
+	copyFile(t, staticHello(t), d+"/tool/bin/hello", 0o755)
+	copyFile(t, "/usr/bin/true", d+"/tool/bin/dyn", 0o755)
+	js = `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
+"fs":[` + rule(d+"/tool", "rx") + `],"exec":{"allow":[{"name":"hello"}]}}`
+	r = sandboxed(t, []string{"hello"}, withGrants(t, js), withImage(root))
+	r.mustExit(t, 0)
+	if r.res.Program.Path != d+"/tool/bin/hello" || r.stdout != "hello from the image\n" {
+		t.Errorf("program %s, stdout %q", r.res.Program.Path, r.stdout)
+	}
+	// A dynamic host program there needs its interpreter in the image,
+	// where this image has none: not found, never the host's.
+	r = sandboxed(t, []string{d + "/tool/bin/dyn"}, withGrants(t, strings.Replace(js, `"hello"`, `"dyn"`, 1)), withImage(root))
+	if !errors.Is(r.err, ErrNotFound) {
+		t.Errorf("dyn: %v", r.err)
+	}
 }
 
 // hostRuntimeImage makes an image of the host's own files for progs:
