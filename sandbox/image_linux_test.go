@@ -128,9 +128,18 @@ func TestImageRuntime(t *testing.T) {
 	if r.stdout != "hello from the image\nimage message\n" {
 		t.Fatalf("stdout %q", r.stdout)
 	}
-	// /etc is cordon's, as without an image: not the image's.
+	// /etc is cordon's, as without an image: not the image's, but for
+	// the loader cache, which is the image's (the host's is not copied).
 	r2 := sandboxed(t, []string{"hello", "/etc/os-release"}, gs, withImage(root))
 	r2.mustExit(t, 3)
+	r2 = sandboxed(t, []string{"hello", "/etc/ld.so.cache"}, gs, withImage(root))
+	r2.mustExit(t, 3)
+	writeFile(t, root+"/etc/ld.so.cache", "the image's loader cache\n", 0o644)
+	r2 = sandboxed(t, []string{"hello", "/etc/ld.so.cache"}, gs, withImage(root))
+	r2.mustExit(t, 0)
+	if r2.stdout != "hello from the image\nthe image's loader cache\n" {
+		t.Errorf("ld.so.cache: %q", r2.stdout)
+	}
 	if r.res.Program.Path != "/usr/bin/hello" || r.res.Program.B3 != id {
 		t.Errorf("program %s %s, want /usr/bin/hello %s", r.res.Program.Path, r.res.Program.B3, id)
 	}
