@@ -144,6 +144,8 @@ func parseFile(name string, raw []byte) (File, error) {
 		want = "C-neg" // the negatives live in negative.json
 	case "durable":
 		want = "C6" // the seed's durable.json: cross-implementation record vectors
+	case "standing":
+		want = "C20" // the seed's standing.json: cross-implementation standing-grant vectors
 	}
 	if f.Class != want {
 		return f, fmt.Errorf("%s: class %q does not match the file name", name, f.Class)

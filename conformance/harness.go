@@ -18,6 +18,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/grant/standing"
 	"github.com/cordon-dev/cordon/tier/selection"
 )
 
@@ -36,7 +37,7 @@ type Class struct {
 // Classes returns the classes this implementation advertises, in order.
 // A skipped vector in one of them is a failure.
 func Classes() []Class {
-	return []Class{c1(), c2(), c3(), c4(), c5(), c6(), c7(), c8(), c10(), cneg()}
+	return []Class{c1(), c2(), c3(), c4(), c5(), c6(), c7(), c8(), c10(), c20(), cneg()}
 }
 
 // kinds maps error kind names, as vectors spell them, to the errors that
@@ -85,6 +86,13 @@ var kinds = map[string]error{
 	// Durable run records (SPEC §9).
 	"record-broken":  durable.ErrBroken,
 	"record-refused": durable.ErrRefused,
+	// Standing grants (SPEC §3.6).
+	"mint-invalid":   standing.ErrInvalid,
+	"mint-signer":    standing.ErrSigner,
+	"mint-unmatched": standing.ErrUnmatched,
+	"mint-expired":   standing.ErrExpired,
+	"mint-rate":      standing.ErrRate,
+	"mint-exhausted": standing.ErrExhausted,
 	// Fleet records (SPEC §8).
 	"fleet-invalid": fleet.ErrInvalid,
 	"not-included":  fleet.ErrNotIncluded,

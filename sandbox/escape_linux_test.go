@@ -183,6 +183,7 @@ func newEscapeSpec(t *testing.T) *Spec {
 		StateDir: t.TempDir(), Workspace: t.TempDir(), Limits: DefaultLimits(),
 	}
 	s.Limits.Wall = 15 * time.Second
+	s.Limits.CgroupOptional = true // as LimitsFor makes it for testGrants, which limit no memory
 	return s
 }
 
@@ -969,6 +970,7 @@ say("written")
 			name:    "input_device",
 			refused: true,
 			prep: func(t *testing.T, e *escapeEnv) {
+				requireRoot(t, "mknod makes the device node to stage")
 				withFiles(map[string]string{"in/data.txt": "data"})(e.spec)
 				if err := unix.Mknod(filepath.Join(e.spec.Workspace, "in/null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
 					t.Fatalf("mknod (the suite runs as root): %v", err)
@@ -2161,7 +2163,10 @@ if n >= 32:
 			// Allocate 256 MiB against a 64 MiB memory limit.
 			name:   "memory_bomb",
 			serial: true,
-			prep:   func(t *testing.T, e *escapeEnv) { e.spec.Limits.MemoryBytes = 64 << 20 },
+			prep: func(t *testing.T, e *escapeEnv) {
+				e.spec.Limits.MemoryBytes = 64 << 20
+				e.spec.Limits.CgroupOptional = false // the limit is required
+			},
 			py: `
 chunks = []
 for i in range(32):
@@ -2169,7 +2174,16 @@ for i in range(32):
 say("ESCAPED: allocated %d MiB" % (8 * len(chunks)))
 `,
 			anyExit: true,
+			// Rootless without a cgroup (CgroupLimits), a required memory
+			// limit refuses the run.
+			runErr: CgroupLimits() != nil,
 			check: func(t *testing.T, e *escapeEnv, r outcome) {
+				if CgroupLimits() != nil {
+					if !errors.Is(r.err, ErrUnavailable) || !strings.Contains(r.err.Error(), "Limits.CgroupOptional") {
+						t.Errorf("a required memory limit without a cgroup: %v", r.err)
+					}
+					return
+				}
 				if r.res.ExitCode != 128+int(unix.SIGKILL) && r.res.OOMKills == 0 {
 					t.Errorf("exit %d, %d OOM kills: want killed by the OOM killer", r.res.ExitCode, r.res.OOMKills)
 				}
@@ -2268,6 +2282,7 @@ func tenantSpec(t *testing.T, state, tenant string, argv []string) *Spec {
 
 // Two tenants of one host get disjoint host uid ranges.
 func TestEscapeTenantHostUIDs(t *testing.T) {
+	requireRoot(t, "S3 is offered only as root")
 	state := t.TempDir()
 	a := runWithin(t, tenantSpec(t, state, "alpha", []string{"id", "-u"}), 30*time.Second)
 	b := runWithin(t, tenantSpec(t, state, "beta", []string{"id", "-u"}), 30*time.Second)
@@ -2299,6 +2314,7 @@ func TestEscapeTenantHostUIDs(t *testing.T) {
 // Tenant beta cannot see or signal a process of tenant alpha that runs at
 // the same time.
 func TestEscapeTenantSignalOtherTenant(t *testing.T) {
+	requireRoot(t, "S3 is offered only as root")
 	state := t.TempDir()
 	token := fmt.Sprintf("2.%06d", int(time.Now().UnixNano()%1000000))
 	alpha := tenantSpec(t, state, "alpha", []string{"sh", "-c", "sleep " + token + "; echo alive"})
@@ -2591,6 +2607,7 @@ for fd in (0, 1, 2):
 // helper in place. The helper records the crashing command's name, so
 // that a crash elsewhere on the host is not taken for the sandbox's.
 func TestEscapeCoreDumpPipeHelper(t *testing.T) {
+	requireRoot(t, "sets the host's kernel.core_pattern")
 	const patternFile = "/proc/sys/kernel/core_pattern"
 	const marker = "cordon-core-helper"
 	orig, err := os.ReadFile(patternFile)
@@ -2695,6 +2712,7 @@ os.abort()
 // with Landlock's EACCES). The mounts live only for this test; it is not
 // parallel, so no other sandbox of this package sees them.
 func TestEscapeRuntimeSubmount(t *testing.T) {
+	requireRoot(t, "mounts a tmpfs under the host's /usr/local")
 	subs := map[string]string{ // mount point → the options it must have inside
 		"/usr/local/cordon-test-sub-" + randHex(4):     "ro,nosuid,nodev",
 		"/usr/local/bin/cordon-test-sub-" + randHex(4): "ro,nosuid,nodev,noexec",

@@ -25,6 +25,12 @@ var s4Grants = strings.Replace(testGrants, `"confidential":false,`, `"confidenti
 // (CORDON_CI=1), where .ci/run installs it and a missing runsc fails.
 func needS4(t *testing.T) {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		if err := Probe(tier.S4); err == nil || !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Probe(S4) as uid %d = %v, want a refusal", os.Geteuid(), err)
+		}
+	}
+	requireRoot(t, "runsc builds the gVisor sandbox as root")
 	if _, err := exec.LookPath("runsc"); err != nil {
 		if os.Getenv("CORDON_CI") == "1" {
 			t.Fatalf("S4 tests need gVisor's runsc, which CI installs: %v", err)

@@ -18,6 +18,18 @@ type ImageRuntime struct {
 	Manifest, Config string
 }
 
+// imagePath is a rootless run's image root as init opens it itself (the
+// caller's own cache, which init, running as the caller, may traverse),
+// with the device and inode the parent decided on.
+type imagePath struct {
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+}
+
+// hasImage reports whether init's runtime is an image's.
+func (cfg *initConfig) hasImage() bool { return cfg.Image || cfg.ImagePath != nil }
+
 // image returns the image runtime of the plan, nil for the host's.
 func (p *fsPlan) image() *imageRoot {
 	if p == nil {

@@ -27,8 +27,8 @@ type imageRoot struct {
 	root string   // its host path, as the kernel names it
 }
 
-// openImageRoot opens the image's root directory.
-func openImageRoot(ir *ImageRuntime) (*imageRoot, error) {
+// openImageDir opens the image's root directory (in the parent).
+func openImageDir(ir *ImageRuntime) (*imageRoot, error) {
 	if !strings.HasPrefix(ir.Root, "/") {
 		return nil, refusedf("image runtime: the root %q is not an absolute path", ir.Root)
 	}
@@ -190,16 +190,21 @@ func (sb *Sandbox) runtimePlan() (*fsPlan, error) {
 
 // openImage opens the spec's image runtime, if any, and returns the
 // descriptor init gets after the fs grants' trees (protocol.go), and
-// what closes it and the parent's own.
+// what closes it and the parent's own. A rootless parent may not clone
+// a mount tree (open_tree needs CAP_SYS_ADMIN): init, which runs as the
+// caller, opens the caller's image itself (imageConfig, openImageRoot).
 func (sb *Sandbox) openImage() ([]*os.File, func(), error) {
 	if sb.spec.Image == nil {
 		return nil, func() {}, nil
 	}
-	img, err := openImageRoot(sb.spec.Image)
+	img, err := openImageDir(sb.spec.Image)
 	if err != nil {
 		return nil, nil, err
 	}
 	sb.img = img
+	if sb.ids != nil {
+		return nil, func() { img.f.Close() }, nil
+	}
 	// Init gets a detached copy of the root: a mount of the parent's
 	// namespace cannot be bound in init's, a detached tree can be
 	// attached there (as the fs grants' trees are).
@@ -220,7 +225,45 @@ func (sb *Sandbox) imageConfig(cfg *initConfig) {
 	if sb.img == nil {
 		return
 	}
-	cfg.Runtime, cfg.NoExecDirs, cfg.Image = sb.img.binds(), sb.img.dirs(programDirs), true
+	cfg.Runtime, cfg.NoExecDirs = sb.img.binds(), sb.img.dirs(programDirs)
+	if sb.ids == nil {
+		cfg.Image = true
+		return
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(sb.img.f.Fd()), &st); err == nil {
+		cfg.ImagePath = &imagePath{Path: sb.img.root, Dev: st.Dev, Ino: st.Ino}
+	} else {
+		cfg.ImagePath = &imagePath{Path: sb.img.root} // device 0: init refuses it
+	}
+}
+
+// initImageFD is, in init, the descriptor of the image's root: the
+// detached tree the parent passed, or a rootless run's own open.
+var initImageFD = -1
+
+// openImageRoot is init's first look at an image runtime: a rootless
+// init opens the image's root by the path the parent decided on (before
+// the root tmpfs is mounted over /tmp), and requires the directory the
+// parent decided on.
+func openImageRoot(cfg *initConfig) *initErr {
+	switch {
+	case cfg.Image:
+		initImageFD = cfg.imageFD()
+	case cfg.ImagePath != nil:
+		ip := cfg.ImagePath
+		fd, err := unix.Open(ip.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return setupErr("sandbox init: opening the image's root %s: %v", ip.Path, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Dev != ip.Dev || st.Ino != ip.Ino || ip.Dev == 0 {
+			unix.Close(fd)
+			return setupErr("sandbox init: the image's root %s is not the directory decided on", ip.Path)
+		}
+		initImageFD = fd
+	}
+	return nil
 }
 
 // imageFiles is how many descriptors of an image runtime init has.
@@ -245,11 +288,14 @@ const imageStage = "/.image"
 // (a directory) or mirrored (a link), then detaches and removes the
 // staging point.
 func bindImageRuntime(cfg *initConfig) error {
+	if !cfg.Image { // rootless: the root init opened is in its own namespace already
+		return bindImageEntries(cfg, initImageFD)
+	}
 	stage := under(imageStage)
 	if err := os.Mkdir(stage, 0o700); err != nil {
 		return err
 	}
-	if err := unix.MoveMount(cfg.imageFD(), "", unix.AT_FDCWD, stage, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+	if err := unix.MoveMount(initImageFD, "", unix.AT_FDCWD, stage, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attaching the image: move_mount: %w", err)
 	}
 	sfd, err := unix.Open(stage, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -257,8 +303,19 @@ func bindImageRuntime(cfg *initConfig) error {
 		return err
 	}
 	defer unix.Close(sfd)
+	if err := bindImageEntries(cfg, sfd); err != nil {
+		return err
+	}
+	if err := unix.Unmount(stage, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the image's staging mount: %w", err)
+	}
+	return os.Remove(stage)
+}
+
+// bindImageEntries binds each runtime entry of the image root at rootfd.
+func bindImageEntries(cfg *initConfig, rootfd int) error {
 	for _, p := range cfg.Runtime {
-		fd, err := openat2In(sfd, p, unix.O_PATH|unix.O_NOFOLLOW, unix.RESOLVE_NO_SYMLINKS)
+		fd, err := openat2In(rootfd, p, unix.O_PATH|unix.O_NOFOLLOW, unix.RESOLVE_NO_SYMLINKS)
 		if err != nil {
 			return fmt.Errorf("image %s: %w", p, err)
 		}
@@ -268,10 +325,7 @@ func bindImageRuntime(cfg *initConfig) error {
 			return fmt.Errorf("image %s: %w", p, err)
 		}
 	}
-	if err := unix.Unmount(stage, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detaching the image's staging mount: %w", err)
-	}
-	return os.Remove(stage)
+	return nil
 }
 
 func bindImageEntry(fd int, p string) error {
@@ -307,15 +361,15 @@ const maxLoaderCache = 4 << 20
 // the host's, or the image's with an image runtime, whose descriptor it
 // then closes (writeEtc is its last use).
 func loaderCache(cfg *initConfig) ([]byte, error) {
-	if !cfg.Image {
+	if !cfg.hasImage() {
 		b, err := os.ReadFile("/etc/ld.so.cache")
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
 		return b, err
 	}
-	defer unix.Close(cfg.imageFD())
-	fd, err := openat2In(cfg.imageFD(), "/etc/ld.so.cache", unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	defer unix.Close(initImageFD)
+	fd, err := openat2In(initImageFD, "/etc/ld.so.cache", unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}

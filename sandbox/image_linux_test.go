@@ -255,11 +255,16 @@ func TestImageRuntimeRefusals(t *testing.T) {
 	r.refused(t, "image runtime: opening its root")
 	r = sandboxed(t, []string{"true"}, withImage("relative/rootfs"))
 	r.refused(t, "not an absolute path")
+}
+
+// TestImageRuntimeFSGrants: fs grants of host paths on an image run.
+func TestImageRuntimeFSGrants(t *testing.T) {
+	requireRoot(t, "fs grants clone host mount trees with open_tree, which a rootless caller may not (EPERM), as TestFSGrantPath")
 	// A host path granted beneath the runtime, which is the image's.
 	root, _ := imageRootfs(t)
 	js := `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
 "fs":[{"path":"/usr/share","access":"rx"}],"exec":{"allow":[{"name":"hello"}]}}`
-	r = sandboxed(t, []string{"hello"}, withGrants(t, js), withImage(root))
+	r := sandboxed(t, []string{"hello"}, withGrants(t, js), withImage(root))
 	r.refused(t, "fs[0]: the host path /usr/share lies in the runtime")
 	// Beneath a granted host path outside the runtime, programs are the
 	// host's, found on PATH before the image's.

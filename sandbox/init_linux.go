@@ -26,6 +26,11 @@ func init() {
 	// capability bounding set, Landlock, seccomp) and the program is
 	// forked from this same thread, so it inherits all of them.
 	runtime.LockOSThread()
+	if len(os.Args) > 1 { // rootless (idmap_linux.go)
+		if code, done := rootlessInit(os.Args[1:]); done {
+			os.Exit(code)
+		}
+	}
 	os.Exit(initMain())
 }
 
@@ -60,12 +65,20 @@ func initMain() int {
 		return fail(setupErr("sandbox init: reading the configuration: %v", err))
 	}
 	cfgFile.Close()
+	if cfg.Rootless {
+		if e := rootlessMapped(); e != nil {
+			return fail(e)
+		}
+	}
 	// The descriptor cordon was executed through comes after the cgroup
 	// files and the fs grants' trees; init does not need it.
 	if err := unix.CloseRange(uint(7+cfg.CgroupFiles+len(cfg.Binds)+cfg.imageFiles()), ^uint(0), 0); err != nil {
 		return fail(setupErr("sandbox init: close_range: %v", err))
 	}
 
+	if e := openImageRoot(&cfg); e != nil { // image_linux.go: before the root tmpfs covers /tmp
+		return fail(e)
+	}
 	if e := buildRoot(&cfg); e != nil {
 		return fail(e)
 	}
@@ -80,6 +93,11 @@ func initMain() int {
 	var b [1]byte
 	if n, _ := control.Read(b[:]); n != 1 || b[0] != 'g' {
 		return ExitRefused // the parent gave up
+	}
+	if cfg.Rootless {
+		if err := chownWork(cfg.UID, cfg.GID); err != nil {
+			return fail(setupErr("sandbox init: giving /work to the program: %v", err))
+		}
 	}
 	pid, e := startProgram(&cfg)
 	if e != nil {

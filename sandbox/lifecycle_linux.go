@@ -37,10 +37,11 @@ type Sandbox struct {
 	spec     *Spec
 	runID    string
 	hostBase int
-	cg       *cgroup.Group
-	cmd      *exec.Cmd  // sandbox init
-	img      *imageRoot // the image runtime (image_linux.go); nil: the host's
-	ctl      *os.File   // parent → init: 'g', then EOF (protocol.go)
+	ids      *rootlessIDs  // a rootless run's ids (idmap_linux.go), or nil as root
+	cg       *cgroup.Group // nil in a rootless run without cgroup limits (CgroupLimits)
+	cmd      *exec.Cmd     // sandbox init
+	img      *imageRoot    // the image runtime (image_linux.go); nil: the host's
+	ctl      *os.File      // parent → init: 'g', then EOF (protocol.go)
 	msgs     <-chan initMessage
 	deadline *time.Timer // the wall-clock limit
 	work     *os.File    // the sandbox's /work, through init's root
@@ -105,10 +106,31 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	if s.Tier == tier.S2 {
 		tenant = singleTenant
 	}
-	// Probe has required root: only root can map a range of host ids.
-	ts, err := allocateTenant(s.StateDir, tenant)
-	if err != nil {
-		return nil, refusedf("tenant %q: %v", tenant, err)
+	// As root the tenant's range comes from the host-wide registry;
+	// rootless, the caller's subordinate range is its own (idmap_linux.go).
+	sb := &Sandbox{ctx: ctx, spec: s, runID: newRunID()}
+	cgroupErr := CgroupLimits()
+	if os.Geteuid() == 0 {
+		ts, err := allocateTenant(s.StateDir, tenant)
+		if err != nil {
+			return nil, refusedf("tenant %q: %v", tenant, err)
+		}
+		sb.hostBase = ts.base
+	} else {
+		// The state directory holds only run records rootless; it is
+		// checked as root's is.
+		if err := checkStateDir(s.StateDir); err != nil {
+			return nil, refusedf("%v", err)
+		}
+		var err error
+		if sb.ids, err = callerIDs(); err != nil {
+			return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: rootless: %v", ErrUnavailable, err)}
+		}
+		if cgroupErr != nil {
+			if err := checkUncgrouped(s, cgroupErr); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// Remove what this installation's dead runs left behind, first, when
 	// it has any run records (one directory read when it has none): a
@@ -118,8 +140,10 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	if reaper.Pending(s.StateDir) {
 		_, _ = reaper.Sweep(s.StateDir, reaper.Options{})
 	}
-	sb := &Sandbox{ctx: ctx, spec: s, runID: newRunID(), hostBase: ts.base}
 	sb.res = &Result{Tier: s.Tier, GrantsID: s.Grants.ID(), HostUID: sb.hostBase + insideUID}
+	if sb.ids != nil {
+		sb.res.HostUID = sb.ids.programUID()
+	}
 
 	var cu cleanup.Cleanup
 	defer cu.Clean() // undoes every step below unless Create succeeds
@@ -131,8 +155,10 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, refusedf("labelling the run: %v", err)
 	}
-	if label.Cgroups, err = cgroup.Dirs(label.Group()); err != nil {
-		return nil, refusedf("cgroup: %v", err)
+	if cgroupErr == nil {
+		if label.Cgroups, err = cgroup.Dirs(label.Group()); err != nil {
+			return nil, refusedf("cgroup: %v", err)
+		}
 	}
 	release, err := reaper.Begin(s.StateDir, label)
 	if err != nil {
@@ -143,20 +169,24 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 			_ = reaper.End(s.StateDir, label)
 		}
 	})
-	cg, err := cgroup.New(label.Group(), cgroup.Limits{
-		MemoryBytes: s.Limits.MemoryBytes, PIDs: s.Limits.PIDs, CPUMillis: s.Limits.CPUMillis,
-	})
-	release()
-	if err != nil {
-		return nil, refusedf("cgroup: %v", err)
-	}
-	sb.cg = cg
-	cu.Add(func() {
-		_ = cg.Kill()
-		if err := cg.Close(); err != nil {
-			sb.destroyErr = fmt.Errorf("sandbox: removing the run's cgroup: %w", err)
+	if cgroupErr == nil {
+		cg, err := cgroup.New(label.Group(), cgroup.Limits{
+			MemoryBytes: s.Limits.MemoryBytes, PIDs: s.Limits.PIDs, CPUMillis: s.Limits.CPUMillis,
+		})
+		release()
+		if err != nil {
+			return nil, refusedf("cgroup: %v", err)
 		}
-	})
+		sb.cg = cg
+		cu.Add(func() {
+			_ = cg.Kill()
+			if err := cg.Close(); err != nil {
+				sb.destroyErr = fmt.Errorf("sandbox: removing the run's cgroup: %w", err)
+			}
+		})
+	} else {
+		release()
+	}
 	if err := sb.hook("cgroup"); err != nil {
 		return nil, err
 	}
@@ -203,17 +233,24 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 	}
 	// Map the tenant's whole range; init becomes inside-root (host uid
 	// hostBase) with no supplementary groups, the program uid 1000.
-	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sb.hostBase, Size: rangeSize}}
-	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sb.hostBase, Size: rangeSize}}
-	attr.GidMappingsEnableSetgroups = true
-	attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	// Rootless, the helpers map the ids once init has started
+	// (rootlessInit).
+	if sb.ids == nil {
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sb.hostBase, Size: rangeSize}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sb.hostBase, Size: rangeSize}}
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	}
 	// On cgroup v1, init's thread joins the run's cgroup itself through
 	// files opened here (fds 7…), just before it forks the program: a
 	// thread that moves itself does not wait for the kernel's global
 	// thread-group lock. Elsewhere the parent moves init (Add, below).
-	joins, err := cg.JoinFiles()
-	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		return refusedf("cgroup: %v", err)
+	var joins []*os.File
+	if cg != nil {
+		joins, err = cg.JoinFiles()
+		if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			return refusedf("cgroup: %v", err)
+		}
 	}
 	closeJoins := func() {
 		for _, f := range joins {
@@ -278,14 +315,16 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 	cmd := &exec.Cmd{
 		Path: "/proc/self/fd/" + strconv.Itoa(2+len(files)),
 		Args: []string{InitArg0},
-		// Init gets no environment of cordon's; in a race-detector build
-		// it would otherwise sleep a second at exit.
-		Env:         []string{"GORACE=atexit_sleep_ms=0"},
+		// Init gets no environment of cordon's (initEnv).
+		Env:         initEnv,
 		Stdin:       stdin,
 		Stdout:      hideFile(s.Stdout),
 		Stderr:      hideFile(s.Stderr),
 		ExtraFiles:  files,
 		SysProcAttr: attr,
+	}
+	if sb.ids != nil {
+		cmd.Args = []string{InitArg0, rootlessWait, strconv.Itoa(2 + len(files))}
 	}
 	sb.cmd = cmd
 
@@ -311,7 +350,10 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
 		sb.res.Start = time.Now()
-		err := asNamespaceOwner(sb.hostBase)
+		var err error
+		if sb.ids == nil {
+			err = asNamespaceOwner(sb.hostBase)
+		}
 		if err == nil {
 			err = cmd.Start()
 		}
@@ -345,6 +387,12 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 		}
 	})
 
+	if sb.ids != nil {
+		if err := sb.ids.mapIDs(sb.ctx, cmd.Process.Pid); err != nil {
+			return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: rootless: mapping the sandbox's ids: %v", ErrUnavailable, err)}
+		}
+	}
+
 	msgs := make(chan initMessage, 4)
 	sb.msgs = msgs
 	go func() {
@@ -369,7 +417,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 	closeJoins()
 	var addErr error
 	added := make(chan struct{})
-	if len(joins) > 0 {
+	if len(joins) > 0 || cg == nil {
 		close(added)
 	} else {
 		go func() {
@@ -386,6 +434,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 		return err
 	}
 	cfg.CgroupFiles = len(joins)
+	cfg.Rootless = sb.ids != nil
 	if egress {
 		cfg.Egress = true
 		cfg.Env = append(cfg.Env, proxyEnv()...)
@@ -510,7 +559,11 @@ func (sb *Sandbox) Start() error {
 			}
 			return nil
 		}
-		err = asOwner(sb.hostBase+insideUID, sb.hostBase+insideGID, stageIn)
+		if sb.ids != nil {
+			err = stageIn() // as init's uid; init gives /work to the program (chownWork)
+		} else {
+			err = asOwner(sb.hostBase+insideUID, sb.hostBase+insideGID, stageIn)
+		}
 		if err != nil {
 			return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: staging inputs: %w", ErrRefused, err)}
 		}
@@ -547,7 +600,11 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	if errors.Is(err, errTimeout) {
 		res.TimedOut = true
 		res.ExitCode = ExitTimeout
-		_ = sb.cg.Kill()
+		if sb.cg != nil {
+			_ = sb.cg.Kill()
+		} else {
+			_ = sb.cmd.Process.Kill() // init is the PID namespace's init: all of it dies
+		}
 		readStats(sb.cg, res)
 		return res, nil
 	}
@@ -583,6 +640,9 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		if !errors.As(err, &ee) {
 			return nil, refusedf("sandbox init: %v", err)
 		}
+	}
+	if sb.cg == nil {
+		rusageStats(sb.cmd.ProcessState, res)
 	}
 	return res, nil
 }

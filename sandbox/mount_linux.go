@@ -70,7 +70,7 @@ func buildRoot(cfg *initConfig) *initErr {
 func under(p string) string { return newRoot + p }
 
 func bindRuntime(cfg *initConfig) error {
-	if cfg.Image {
+	if cfg.hasImage() {
 		return bindImageRuntime(cfg) // image_linux.go
 	}
 	for _, p := range cfg.Runtime {
@@ -271,7 +271,11 @@ func mountScratch(cfg *initConfig) error {
 	if err := unix.Mount("tmpfs", tmp, "tmpfs", flags, fmt.Sprintf("size=%d,mode=1777", cfg.TmpBytes)); err != nil {
 		return fmt.Errorf("/tmp: %w", err)
 	}
-	opts := fmt.Sprintf("size=%d,mode=0755,uid=%d,gid=%d", cfg.WorkBytes, cfg.UID, cfg.GID)
+	uid, gid := cfg.UID, cfg.GID
+	if cfg.Rootless {
+		uid, gid = 0, 0 // the parent stages as init's uid; chownWork hands /work over
+	}
+	opts := fmt.Sprintf("size=%d,mode=0755,uid=%d,gid=%d", cfg.WorkBytes, uid, gid)
 	if err := unix.Mount("tmpfs", work, "tmpfs", flags, opts); err != nil {
 		return fmt.Errorf("/work: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -36,15 +35,22 @@ func Probe(t tier.Tier) error {
 		return fmt.Errorf("%w: the sandbox provides S2, S3 and S4, not %s", ErrUnavailable, t)
 	}
 	missing := probeOnce()
-
+	if t == tier.S3 && os.Geteuid() != 0 {
+		missing = append(missing[:len(missing):len(missing)], s3Rootless)
+	}
 	if len(missing) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w for %s: %s", ErrUnavailable, t, strings.Join(missing, "; "))
 }
 
+// s3Rootless is why a rootless caller is not offered S3.
+const s3Rootless = "root for S3 (each tenant needs a host id range of its own from the host-wide registry; " +
+	"a rootless caller has one subordinate range, its own, which all its runs share, so rootless runs are single-tenant: S2)"
+
 // Offers returns the tiers this host can provide: S2 and S3 when every
-// facility is present and cordon runs as root, and S4 once Probe(tier.S4)
+// facility is present and cordon runs as root, S2 alone when it runs
+// rootless (CgroupLimits says whether its runs have cgroup limits), and S4 once Probe(tier.S4)
 // has passed in this process — a program really ran under gVisor. Offers
 // never runs that probe itself (it costs a gVisor start, about a tenth of
 // a second, and most runs never need S4): callers that may need S4 probe
@@ -72,8 +78,9 @@ type facilities struct {
 	landlock func() (int, error)
 	cgroups  func() error
 	// For a non-root caller (rootlessMissing).
-	lookPath func(string) (string, error)
+	helper   func(string) error // checkHelper
 	writable func(string) error
+	egid     int
 	user     string // the caller's user name, or ""
 }
 
@@ -81,8 +88,9 @@ func hostFacilities() facilities {
 	euid := os.Geteuid()
 	name := ""
 	if euid != 0 {
-		// Only the rootless checks read it (/etc/subuid may name the user);
-		// a lookup can cost a name-service round trip, so root skips it.
+		// Only the rootless checks read it (/etc/subuid may name the
+		// user); a lookup can cost a name-service round trip, so root
+		// skips it.
 		name = userName(euid)
 	}
 	return facilities{
@@ -92,8 +100,9 @@ func hostFacilities() facilities {
 		seccomp:  seccomp.Supported,
 		landlock: landlockABI,
 		cgroups:  cgroup.Probe,
-		lookPath: exec.LookPath,
+		helper:   checkHelper,
 		writable: func(p string) error { return unix.Access(p, unix.W_OK) },
+		egid:     os.Getegid(),
 		user:     name,
 	}
 }
@@ -127,8 +136,9 @@ func (h facilities) missing() []string {
 	if _, err := h.landlock(); err != nil {
 		missing = append(missing, err.Error())
 	}
-	// For a non-root caller rootlessMissing named what the cgroup limits
-	// lack.
+	// A rootless run without cgroups is S2 all the same (docs/tiers.md);
+	// CgroupLimits says so, and a grant set that limits memory or CPU is
+	// refused (checkUncgrouped).
 	if err := h.cgroups(); err != nil && h.euid == 0 {
 		missing = append(missing, "cgroups ("+strings.TrimPrefix(err.Error(), "cgroup: ")+")")
 	}
@@ -138,18 +148,17 @@ func (h facilities) missing() []string {
 	return missing
 }
 
-// rootlessMissing names, for a caller that is not root, what running the
-// sandbox rootless would need and this host or cordon lacks. cordon maps
-// a run's host uid range only as root: a non-root caller could map only
-// its own uid, and init and the program would share it. The rootless way
-// (rootless Podman's) maps a subordinate id range through the setuid
-// helpers newuidmap and newgidmap, and enforces the cgroup limits in a
-// cgroup v2 subtree delegated to the user. Every tier the sandbox offers
-// enforces its cgroup limits, so without such a subtree no tier is
-// offered rootless, never a tier without them.
+// rootlessMissing names, for a caller that is not root, what running
+// the sandbox rootless needs and this host lacks: unprivileged user
+// namespaces, the id-mapping helpers at their fixed paths (checkHelper),
+// and a subordinate uid and gid range of the caller's own
+// (subordinate). Rootless, as rootless Podman, cordon maps the caller's
+// own ids to init and the subordinate range above them, so that init and
+// the program still run as different host uids; a caller without a
+// subordinate range is refused rather than given a map of its own uid
+// alone, in which init and the program would share it.
 func (h facilities) rootlessMissing() []string {
-	missing := []string{"root (cordon maps the sandbox's host uid ranges, which keep init and the program apart, " +
-		"only as root; rootless runs through subordinate id ranges and newuidmap/newgidmap are not implemented)"}
+	var missing []string
 	for _, c := range []struct{ file, bad, name string }{
 		{"/proc/sys/kernel/unprivileged_userns_clone", "0", "kernel.unprivileged_userns_clone"},
 		{"/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1", "kernel.apparmor_restrict_unprivileged_userns"},
@@ -158,40 +167,17 @@ func (h facilities) rootlessMissing() []string {
 			missing = append(missing, fmt.Sprintf("unprivileged user namespaces (%s is %s)", c.name, c.bad))
 		}
 	}
-	for _, helper := range []string{"newuidmap", "newgidmap"} {
-		if _, err := h.lookPath(helper); err != nil {
-			missing = append(missing, helper+" (not installed; Debian's package uidmap)")
+	for _, helper := range idmapHelpers {
+		if err := h.helper(helper); err != nil {
+			missing = append(missing, "the id-mapping helper "+filepath.Base(helper)+" ("+err.Error()+")")
 		}
 	}
-	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
-		if !h.hasSubordinate(f) {
-			missing = append(missing, fmt.Sprintf("a subordinate range of %d ids for uid %d (%s) in %s", rangeSize, h.euid, h.user, f))
+	for i, own := range []int{h.euid, h.egid} {
+		if _, err := subordinate(h.readFile, subIDFiles[i], idDBFiles[i], h.euid, h.user, own); err != nil {
+			missing = append(missing, "subordinate ids ("+err.Error()+")")
 		}
-	}
-	if m := h.delegatedCgroup(); m != "" {
-		missing = append(missing, "cgroup limits ("+m+"; a non-root user can enforce the memory, pids and CPU limits "+
-			"only in a cgroup v2 subtree delegated to it, so S2 and S3 are not offered rootless)")
 	}
 	return missing
-}
-
-// hasSubordinate reports whether file (/etc/subuid or /etc/subgid) gives
-// the caller a range of at least rangeSize ids.
-func (h facilities) hasSubordinate(file string) bool {
-	b, err := h.readFile(file)
-	if err != nil {
-		return false
-	}
-	for l := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Split(strings.TrimSpace(l), ":")
-		if len(f) != 3 || (f[0] != strconv.Itoa(h.euid) && (h.user == "" || f[0] != h.user)) {
-			continue
-		}
-		if n, err := strconv.Atoi(f[2]); err == nil && n >= rangeSize {
-			return true
-		}
-	}
-	return false
 }
 
 // delegatedCgroup says what the caller's cgroup v2 subtree lacks, or ""

@@ -25,6 +25,13 @@ package sandbox
 //	fd 7+n+b+i           cordon's own executable, which the kernel ran as
 //	                     init through /proc/self/fd; init closes it first
 //
+// A rootless init (idmap_linux.go) is first started as
+// "cordon-sandbox-init rootless-wait N", N being the descriptor of
+// cordon's executable: it waits until fd 3 is readable (the parent writes
+// the configuration only after newuidmap and newgidmap mapped its ids),
+// then executes cordon again through fd N as plain init, with the same
+// descriptors; its configuration has "rootless" set.
+//
 // After the exit message init kills every other process in its PID
 // namespace, reaps them, and waits for EOF on fd 4 before exiting, so
 // that the parent can copy outputs out of the still-mounted /work.
@@ -52,8 +59,11 @@ type initConfig struct {
 	Binds       []fsBind `json:"binds,omitempty"`        // host paths bound at the same path
 	ScratchExec []string `json:"scratch_exec,omitempty"` // /work or /tmp mounted executable
 	Masks       []fsMask `json:"masks,omitempty"`        // deny.fs paths hidden
-	// Image: the runtime is an image's, whose root is fd 7+n+b.
-	Image bool `json:"image,omitempty"`
+	Rootless    bool     `json:"rootless"`               // /work is init's until init gives it to the program (chownWork)
+	// Image: the runtime is an image's, whose root is fd 7+n+b;
+	// ImagePath: a rootless run's image, which init opens (image.go).
+	Image     bool       `json:"image,omitempty"`
+	ImagePath *imagePath `json:"image_path,omitempty"`
 }
 
 // initMessage is one line init writes on fd 5.

@@ -131,6 +131,9 @@ func waitBounded(wait func(), d time.Duration) {
 var errTimeout = errors.New("sandbox: wall-clock limit reached")
 
 func readStats(cg *cgroup.Group, res *Result) {
+	if cg == nil {
+		return // a rootless run without a cgroup (CgroupLimits)
+	}
 	st, err := cg.Stats()
 	if err != nil {
 		return

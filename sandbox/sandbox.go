@@ -102,12 +102,21 @@ type Limits struct {
 	TmpBytes      int64         // size of the tmpfs at /tmp
 	WorkBytes     int64         // size of the tmpfs at /work
 	Stage         stage.Limits  // inputs in and outputs out
+	// CgroupOptional lets the run go without a cgroup where this host
+	// gives none (CgroupLimits: a rootless caller without a delegated
+	// cgroup v2 subtree); MemoryBytes and CPUMillis are then not enforced,
+	// and PIDs only as RLIMIT_NPROC. Without it such a run is refused.
+	// LimitsFor sets it exactly when the grant set limits neither memory
+	// nor CPU; it never widens what a grant set promises.
+	CgroupOptional bool
 }
 
 // LimitsFor returns DefaultLimits with what the grant set's limits name
 // put in place: wall clock, memory, PIDs and file size. Grant limits the
 // sandbox cannot enforce (cpu_ms, energy_uj, max_runs) are an error,
-// never ignored.
+// never ignored. The default memory and CPU limits are optional where
+// the host gives the run no cgroup (Limits.CgroupOptional) unless the
+// grant set names a memory limit.
 func LimitsFor(gs *grant.Set) (Limits, error) {
 	l := DefaultLimits()
 	g := gs.Limits
@@ -125,6 +134,7 @@ func LimitsFor(gs *grant.Set) (Limits, error) {
 	if g.MemoryBytes != nil {
 		l.MemoryBytes = *g.MemoryBytes
 	}
+	l.CgroupOptional = g.MemoryBytes == nil
 	if g.PIDs != nil {
 		l.PIDs = *g.PIDs
 	}
@@ -239,7 +249,8 @@ type Result struct {
 	OutputsErr error
 	// LandlockABI is the Landlock ABI the run was restricted with.
 	LandlockABI int
-	// HostUID is the host uid the program ran as.
+	// HostUID is the host uid the program ran as: in the tenant's range,
+	// or rootless in the caller's subordinate range.
 	HostUID int
 }
 

@@ -36,3 +36,7 @@ func Probe(t tier.Tier) error { return fmt.Errorf("%w for %s: %w", ErrUnavailabl
 
 // Offers returns no tiers on this system.
 func Offers() []tier.Tier { return nil }
+
+// CgroupLimits reports nil on this system: it runs no sandbox at all
+// (Probe and Create refuse), so no run here goes without a cgroup.
+func CgroupLimits() error { return nil }

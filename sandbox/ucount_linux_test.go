@@ -201,6 +201,7 @@ func (h *hog) finish(t *testing.T) {
 // they are charged to the tenant's base uid, the owner of the run's user
 // namespace, which is out of them while the hog holds them.
 func TestUcountsNotChargedToRoot(t *testing.T) {
+	requireRoot(t, "probes host root's counters; a rootless run's are charged to its caller, who owns its namespace")
 	s := newEscapeSpec(t)
 	s.Limits.Wall = 60 * time.Second
 	h := startHog(t, s)
@@ -224,6 +225,7 @@ func TestUcountsNotChargedToRoot(t *testing.T) {
 
 // At S3, one tenant's hog leaves another tenant's counters alone.
 func TestUcountsSeparateTenants(t *testing.T) {
+	requireRoot(t, "S3 is offered only as root")
 	state := t.TempDir()
 	a := tenantSpec(t, state, "alpha", nil)
 	a.Limits.Wall = 60 * time.Second

@@ -195,7 +195,14 @@ python3 -c 'import socket; socket.create_connection(("127.0.0.1", 22), 1)' 2>&1 
 // grant set, when this host offers S2; otherwise it says why not.
 func demoSandbox(w io.Writer) error {
 	fmt.Fprintln(w, "a sandboxed run (S2, the embedded default grant set of 'cordon exec'):")
-	gs, err := grant.Parse(defaultExecGrants)
+	gsBytes := defaultExecGrants
+	if b, note, err := rootlessDefaultGrants(); err != nil {
+		return err
+	} else if b != nil {
+		fmt.Fprintln(w, "  note: "+note)
+		gsBytes = b
+	}
+	gs, err := grant.Parse(gsBytes)
 	if err != nil {
 		return err
 	}

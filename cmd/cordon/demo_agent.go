@@ -35,6 +35,11 @@ func demoAgent(w io.Writer, dir string, keep bool, key *sign.PrivateKey) error {
 	mode := "--apply"
 	if !apply {
 		mode = "a dry run: this host cannot provide the sandbox, so nothing is applied"
+	} else if err := sandbox.CgroupLimits(); err != nil {
+		// The example's manifest limits memory, which a run without a
+		// cgroup cannot enforce: its commands would be refused.
+		apply = false
+		mode = "a dry run: rootless without cgroup limits (" + err.Error() + "), the example's memory limit cannot be enforced, so nothing is applied"
 	}
 	fmt.Fprintf(w, "an agent run (examples/fix-test, a recorded model session, %s):\n", mode)
 	mb, err := os.ReadFile(filepath.Join(ws, "manifest.json"))

@@ -70,7 +70,7 @@ func runExec(e *env, args []string) error {
 	journalFile := fs.String("journal", "", "append the run's decisions (exec, every egress request) and its outcome to this journal (JSON lines, hash-chained)")
 	stats := fs.Bool("stats", false, "print the run's exit status, wall time, CPU time and peak memory to stderr")
 	asJSON := fs.Bool("json", false, "with --stats: print them as one JSON object on stderr (stdout is the program's)")
-	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
+	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, /var/lib/cordon as root, else $XDG_STATE_HOME/cordon or ~/.local/state/cordon)")
 	powercap := fs.String("powercap", energy.DefaultPowercap, "the powercap tree whose RAPL counters meter the CPU's energy for the receipt")
 	imageRef := fs.String("image", "", "run on this OCI image's runtime instead of the host's: an OCI layout directory (DIR or DIR@sha256:…) or a docker save tarball, unpacked into the state directory's cache")
 	fs.SetOutput(discard{})
@@ -90,6 +90,14 @@ func runExec(e *env, args []string) error {
 	refuse := func(err error) error { return &refusal{code: sandbox.ExitRefused, err: err} }
 
 	gsBytes, gsName := defaultExecGrants, "the embedded default grant set"
+	if *grantsFile == "" {
+		if b, note, err := rootlessDefaultGrants(); err != nil {
+			return refuse(fmt.Errorf("exec: %w", err))
+		} else if b != nil {
+			fmt.Fprintln(e.stderr, "cordon: note: exec: "+note)
+			gsBytes, gsName = b, "the embedded default grant set, less its memory limit"
+		}
+	}
 	if *grantsFile != "" {
 		b, err := os.ReadFile(*grantsFile)
 		if err != nil {
@@ -351,14 +359,9 @@ func execStateDir(flagValue string) (string, error) {
 		dir = os.Getenv("CORDON_STATE")
 	}
 	if dir == "" {
-		if os.Geteuid() == 0 {
-			dir = "/var/lib/cordon"
-		} else {
-			base, err := os.UserCacheDir()
-			if err != nil {
-				return "", fmt.Errorf("no state directory: %w (pass --state)", err)
-			}
-			dir = filepath.Join(base, "cordon")
+		var err error
+		if dir, err = defaultStateDir(os.Geteuid()); err != nil {
+			return "", err
 		}
 	}
 	dir, err := filepath.Abs(dir)
@@ -369,6 +372,26 @@ func execStateDir(flagValue string) (string, error) {
 		return "", fmt.Errorf("state directory: %w", err)
 	}
 	return dir, nil
+}
+
+// defaultStateDir is the state directory of a process with effective uid
+// euid that names none: /var/lib/cordon for root, and for another user
+// $XDG_STATE_HOME/cordon, else ~/.local/state/cordon (the XDG base
+// directory specification's default; a relative $XDG_STATE_HOME is
+// ignored, as it says).
+func defaultStateDir(euid int) (string, error) {
+	if euid == 0 {
+		return "/var/lib/cordon", nil
+	}
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" || !filepath.IsAbs(base) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no state directory: %w (pass --state)", err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "cordon"), nil
 }
 
 // execUnit is the document a receipt's unit field addresses: what was
@@ -436,4 +459,41 @@ func writeNew(name string, b []byte) error {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// rootlessDefaultGrants returns, for a rootless cordon whose runs get no
+// cgroup (sandbox.CgroupLimits), the embedded default grant set without
+// its memory limit, which such a run cannot enforce (the sandbox refuses
+// a grant set that names it), with the note that says so; nil otherwise.
+// The grant set a receipt and journal record is then the one enforced.
+func rootlessDefaultGrants() ([]byte, string, error) {
+	why := sandbox.CgroupLimits()
+	if why == nil {
+		return nil, "", nil
+	}
+	b, err := withoutMemoryLimit(defaultExecGrants)
+	if err != nil {
+		return nil, "", err
+	}
+	return b, "rootless without cgroup limits (" + why.Error() + "): the run's memory and CPU are not limited, " +
+		"so the default grant set's memory limit is left out (docs/sandbox.md, Rootless)", nil
+}
+
+// withoutMemoryLimit returns the grant set b without limits.memory_bytes.
+func withoutMemoryLimit(b []byte) ([]byte, error) {
+	var gs map[string]json.RawMessage
+	if err := json.Unmarshal(b, &gs); err != nil {
+		return nil, err
+	}
+	var limits map[string]json.RawMessage
+	if err := json.Unmarshal(gs["limits"], &limits); err != nil {
+		return nil, err
+	}
+	delete(limits, "memory_bytes")
+	l, err := json.Marshal(limits)
+	if err != nil {
+		return nil, err
+	}
+	gs["limits"] = l
+	return json.Marshal(gs)
 }

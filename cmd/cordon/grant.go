@@ -11,7 +11,7 @@ import (
 
 func runGrant(e *env, args []string) error {
 	if len(args) == 0 {
-		return &usageError{msg: "grant: missing subcommand", hint: "use 'cordon grant check', 'cordon grant covers', 'cordon grant id', 'cordon grant default' or 'cordon grant preset'"}
+		return &usageError{msg: "grant: missing subcommand", hint: "use 'cordon grant check', 'cordon grant covers', 'cordon grant id', 'cordon grant default', 'cordon grant preset', 'cordon grant policy' or 'cordon grant mint'"}
 	}
 	switch sub, args := args[0], args[1:]; sub {
 	case "check":
@@ -22,10 +22,14 @@ func runGrant(e *env, args []string) error {
 		return grantID(e, args)
 	case "default":
 		return grantDefault(e, args)
+	case "policy":
+		return grantPolicy(e, args)
+	case "mint":
+		return grantMint(e, args)
 	case "preset":
 		return grantPreset(e, args) // preset.go
 	default:
-		return &usageError{msg: fmt.Sprintf("grant: unknown subcommand %q", sub), hint: "use check, covers, id, default or preset"}
+		return &usageError{msg: fmt.Sprintf("grant: unknown subcommand %q", sub), hint: "use check, covers, id, default, preset, policy or mint"}
 	}
 }
 

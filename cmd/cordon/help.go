@@ -23,6 +23,8 @@ func subverbs(name string) []verb {
 			{"covers", "PARENT.json CHILD.json", "check that CHILD only narrows PARENT", nil},
 			{"id", "GRANTS.json", "validate a grant set and print its ContentId", nil},
 			{"default", "", "print the built-in grant set 'cordon exec' uses without --grants", nil},
+			{"policy", "--key ISSUER.pem POLICY.json", "check a standing grant's mint policy and sign it as its issuer", nil},
+			{"mint", "--policy P.dsse --issuer ISSUER.pub --key HOLDER.pem [--child C.json] [--state DIR] EVENT.json", "mint a child grant set under a standing grant for an event; counted, journalled and signed", nil},
 			{"preset", "[--host] go|c|rust|python|node", "print a grant set for a toolchain, to narrow", nil},
 		}
 	case "verify":
@@ -31,6 +33,7 @@ func subverbs(name string) []verb {
 			{"attestation", "--pubkey PEM [--receipt FILE] [--journal FILE] [--json] FILE", "verify a signed attestation", nil},
 			{"journal", "[--head ID | --signed-head FILE --pubkey PEM] [--json] FILE", "verify a journal's hash chain, optionally against a retained head", nil},
 			{"record", "[--signed-head FILE --pubkey PEM] [--json] FILE", "verify a durable run record's chain from genesis, optionally against a signed head", nil},
+			{"audit", "--pubkey PEM [--json] EXPORT", "verify an audit log export (masked or not) against the head the server signed", nil},
 			{"run", "[--pubkey PEM] [--json] WORKSPACE", "verify an agent run's record, step by step", nil},
 		}
 	case "env":

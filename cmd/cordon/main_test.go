@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -32,6 +34,18 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
+		// [root]: cordon runs as root. [cgroup]: its sandbox runs get a
+		// cgroup with limits (as root, or rootless in a delegated cgroup v2
+		// subtree; sandbox.CgroupLimits).
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "root":
+				return os.Geteuid() == 0, nil
+			case "cgroup":
+				return sandbox.CgroupLimits() == nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Setup: func(e *testscript.Env) error {
 			if err := copyDir(filepath.Join("..", "..", "examples", "fix-test"), filepath.Join(e.WorkDir, "fix-test")); err != nil {
 				return err
@@ -109,6 +123,8 @@ func TestScripts(t *testing.T) {
 			// records N runs, each with its cgroup present in every
 			// hierarchy and holding processes (busy) or none (idle).
 			"runs": cmdRuns,
+			// mkaudit OUT KEY.pem TENANT: an audit export with a signed head.
+			"mkaudit": cmdMkAudit,
 			// mkrecord OUT KEY.pem: a durable run record and its signed head.
 			"mkrecord": cmdMkRecord,
 			// oci-layout DIR PATH=CONTENT…: an OCI image layout of one

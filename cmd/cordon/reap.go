@@ -18,7 +18,7 @@ func runReap(e *env, args []string) error {
 	fs := flag.NewFlagSet("reap", flag.ContinueOnError)
 	olderThan := durationVar(fs, "older-than", 0, "remove only leftovers of runs that started at least this long ago")
 	dryRun := fs.Bool("dry-run", false, "print what would be removed, and remove nothing")
-	stateDir := fs.String("state", "", "the state directory of the installation to sweep (default: $CORDON_STATE, or /var/lib/cordon as root)")
+	stateDir := fs.String("state", "", "the state directory of the installation to sweep (default: $CORDON_STATE, /var/lib/cordon as root, else $XDG_STATE_HOME/cordon or ~/.local/state/cordon)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

@@ -35,7 +35,7 @@ func runRun(e *env, args []string) error {
 	apply := fs.Bool("apply", false, "apply writes and commands (default: a dry run that records them as planned)")
 	keyFile := fs.String("key", "", "sign the result and seal a receipt and attestation with this steward key (default: $"+auditKeyEnv+", a PEM value, else $CORDON_KEY or $CORDON_KEY_FILE)")
 	keyEnv := fs.String("key-env", "", "the environment variable holding the provider's API key (default: ANTHROPIC_API_KEY for anthropic, OPENAI_API_KEY for openai when set)")
-	stateDir := fs.String("state", "", "the sandbox's state directory (default: $CORDON_STATE, or /var/lib/cordon as root)")
+	stateDir := fs.String("state", "", "the sandbox's state directory (default: $CORDON_STATE, /var/lib/cordon as root, else $XDG_STATE_HOME/cordon or ~/.local/state/cordon)")
 	noGit := fs.Bool("no-git", false, "keep memory in plain files even when git is installed")
 	tenant := fs.String("tenant", "", "the tenant commands run as when the manifest's grant set is multi-tenant (S3)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object for machines")

@@ -50,6 +50,16 @@ func runTier(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  %s  %s\n", r.Tier, r.Why)
 	}
 	fmt.Fprintf(e.stdout, "host offers: %s\n", tier.FormatList(host.Offers))
+	if *offers == "" {
+		if why := sandbox.CgroupLimits(); why != nil {
+			// Rootless without a delegated cgroup: say what is not enforced.
+			what := "memory and CPU are not limited"
+			if s.Limits.MemoryBytes != nil || s.Limits.CPUMS != nil {
+				what = "this grant set limits memory or CPU, so its runs are refused"
+			}
+			fmt.Fprintf(e.stdout, "cgroup limits: none rootless (%v): %s\n", why, what)
+		}
+	}
 	if _, err := host.Select(s); err != nil {
 		if errors.Is(err, selection.ErrNotOffered) && *offers == "" {
 			if perr := sandbox.Probe(selection.Required(s)); perr != nil && (selection.Required(s) == tier.S2 || selection.Required(s) == tier.S3) {

@@ -20,11 +20,14 @@ import (
 // first reason.
 func runVerify(e *env, args []string) error {
 	if len(args) == 0 {
-		return &usageError{msg: "verify: missing subcommand", hint: "use 'cordon verify receipt', 'cordon verify attestation', 'cordon verify journal', 'cordon verify record' or 'cordon verify run'"}
+		return &usageError{msg: "verify: missing subcommand", hint: "use 'cordon verify receipt', 'cordon verify attestation', 'cordon verify journal', 'cordon verify record', 'cordon verify audit' or 'cordon verify run'"}
 	}
 	sub, args := args[0], args[1:]
 	if sub == "run" {
 		return verifyRun(e, args)
+	}
+	if sub == "audit" {
+		return verifyAudit(e, args)
 	}
 	fs := flag.NewFlagSet("verify "+sub, flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object for machines")
@@ -45,7 +48,7 @@ func runVerify(e *env, args []string) error {
 		signedHead = fs.String("signed-head", "", "a signed head (DSSE envelope): the journal must still hold its count and head")
 		pubkey = fs.String("pubkey", "", "the steward's public key (PEM), for --signed-head")
 	default:
-		return &usageError{msg: fmt.Sprintf("verify: unknown subcommand %q", sub), hint: "use receipt, attestation, journal, record or run"}
+		return &usageError{msg: fmt.Sprintf("verify: unknown subcommand %q", sub), hint: "use receipt, attestation, journal, record, audit or run"}
 	}
 	pos, err := parseFlags(fs, args)
 	if err != nil {

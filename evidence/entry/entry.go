@@ -242,6 +242,22 @@ type Mount struct {
 
 func (Mount) Name() string { return "mount" }
 
+// Mint records a child grant set minted under a standing grant's policy
+// (docs/SPEC.md §3.6): which policy, which event (its ContentId and its
+// id), the child's number under the policy, when, and the child grant
+// set's ContentId.
+type Mint struct {
+	Policy  string   `json:"policy"`
+	Event   string   `json:"event"`
+	EventID string   `json:"event_id"`
+	Seq     int64    `json:"seq"`
+	AtMS    int64    `json:"at_ms"`
+	Grants  string   `json:"grants"`
+	Quoted  []string `json:"quoted,omitempty"` // members written as Text quotes them: "event_id"
+}
+
+func (Mint) Name() string { return "mint" }
+
 // RunUnfinished marks entries of an earlier run that never ended.
 type RunUnfinished struct {
 	From    int64 `json:"from"`
@@ -504,5 +520,5 @@ func All() []Body {
 	return []Body{Decision{}, Command{}, CommandUnfinished{}, Outputs{}, Egress{}, Meter{}, Mount{}, RunUnfinished{}, Memory{},
 		RunStart{}, RunEnd{}, TaskStart{}, TaskEnd{}, TaskCancelled{}, TaskInterrupted{}, TaskStopped{},
 		TaskFinish{}, ModelRequest{}, ModelResponse{}, ModelError{}, Budget{}, ToolCall{}, ToolRefused{},
-		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}}
+		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}, Mint{}}
 }

@@ -12,7 +12,6 @@
 package fleet
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -356,15 +355,11 @@ func hash32(s string) ([]byte, error) {
 
 // readCanonical parses data and requires it to be its own JCS form.
 func readCanonical(data []byte) (*jsonv.Obj, *jsonv.Reader, canon.Value, error) {
-	v, err := canon.Parse(data)
+	v, r, o, err := jsonv.Canonical(data)
 	if err != nil {
 		return nil, nil, canon.Value{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if !bytes.Equal(v.AppendJCS(nil), data) {
-		return nil, nil, canon.Value{}, fmt.Errorf("%w: not in canonical (JCS) form", ErrInvalid)
-	}
-	r := &jsonv.Reader{}
-	return r.Object(v, ""), r, v, nil
+	return o, r, v, nil
 }
 
 func mustJCS(doc map[string]any) []byte {

@@ -86,7 +86,7 @@ func checkNoLeftovers() int {
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("requires root")
+		t.Skipf("needs root: creates cgroups (uid %d)", os.Geteuid())
 	}
 	if err := Probe(); err != nil {
 		t.Fatalf("Probe() = %v, want nil for a root test", err)
@@ -675,7 +675,7 @@ func TestDiscoverMounts(t *testing.T) {
 
 func BenchmarkNewAddClose(b *testing.B) {
 	if os.Geteuid() != 0 {
-		b.Skip("requires root")
+		b.Skipf("needs root: creates cgroups (uid %d)", os.Geteuid())
 	}
 	for b.Loop() {
 		b.StopTimer()

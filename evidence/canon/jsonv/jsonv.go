@@ -234,3 +234,22 @@ func distance(a, b string) int {
 	}
 	return prev[len(rb)]
 }
+
+// ErrNotCanonical is returned by Canonical for a document that parses but
+// is not exactly its own JCS form.
+var ErrNotCanonical = errors.New("not in canonical (JCS) form")
+
+// Canonical parses data, which must be exactly its own JCS form (one
+// document, one spelling), and starts reading it as an object. Formats
+// whose documents are addressed by their bytes read them through it.
+func Canonical(data []byte) (canon.Value, *Reader, *Obj, error) {
+	v, err := canon.Parse(data)
+	if err != nil {
+		return canon.Value{}, nil, nil, err
+	}
+	if string(v.AppendJCS(nil)) != string(data) {
+		return canon.Value{}, nil, nil, ErrNotCanonical
+	}
+	r := &Reader{}
+	return v, r, r.Object(v, ""), nil
+}
