@@ -407,6 +407,13 @@ func TestImageRuntimeDynamic(t *testing.T) {
 // It reports the median of each and their difference.
 func BenchmarkRunTrueImage(b *testing.B) {
 	root := hostRuntimeImage(b, "/usr/bin/true")
+	// The same program directories as the host's, so that init does the
+	// same mounts (noexecProgramDirs) on both.
+	for _, d := range existingDirs(programDirs) {
+		if err := os.MkdirAll(root+d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
 	host := benchSpec(b, "true")
 	img := benchSpec(b, "true")
 	img.Image = &ImageRuntime{Root: root}
