@@ -20,13 +20,13 @@ import (
 
 var (
 	helloOnce sync.Once
-	helloBin  string
+	helloBin  []byte
 	helloErr  error
 )
 
 // staticHello builds, once per test binary, a static program that prints
 // "hello from the image" and the contents of each file its arguments
-// name.
+// name, and writes it into a directory of the test's.
 func staticHello(t *testing.T) string {
 	t.Helper()
 	helloOnce.Do(func() {
@@ -35,6 +35,7 @@ func staticHello(t *testing.T) string {
 			helloErr = err
 			return
 		}
+		defer os.RemoveAll(dir)
 		src := `package main
 
 import (
@@ -65,12 +66,16 @@ func main() {
 			helloErr = fmt.Errorf("building the static hello: %v\n%s", err, out)
 			return
 		}
-		helloBin = filepath.Join(dir, "hello")
+		helloBin, helloErr = os.ReadFile(filepath.Join(dir, "hello"))
 	})
 	if helloErr != nil {
 		t.Fatal(helloErr)
 	}
-	return helloBin
+	p := filepath.Join(t.TempDir(), "hello")
+	if err := os.WriteFile(p, helloBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // imageRootfs makes an unpacked image: /usr/bin/hello (static), bin ->
