@@ -33,6 +33,9 @@ func (s *Spec) check() error {
 	default:
 		return refusedf("the sandbox provides S2, S3 and S4, not %s", s.Tier)
 	}
+	if s.Image != nil && s.Tier == tier.S4 {
+		return refusedf("an image runtime is not available at S4 (gVisor): run the image at S2 or S3, or at S4 without --image (docs/sandbox.md, \"Image runtime\")")
+	}
 	l := s.Limits
 	for _, v := range []struct {
 		name string

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -84,7 +82,7 @@ func resolve(name string, fsp *fsPlan) (found, real string, err error) {
 	}
 	for _, dir := range search {
 		p := dir + "/" + name
-		if _, err := os.Lstat(p); err != nil {
+		if err := lstatRuntime(fsp, p); err != nil { // in the image, under one (image_linux.go)
 			continue
 		}
 		real, err := realPathIn(p, fsp)
@@ -107,7 +105,7 @@ func realPathIn(p string, fsp *fsPlan) (string, error) {
 	if !inRuntime(p) && !fsp.inExecRoot(p) {
 		return "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %s is not in the runtime (%s)", ErrCannotExec, p, strings.Join(runtimeRoots, ", "))}
 	}
-	real, err := filepath.EvalSymlinks(p)
+	real, err := evalRuntime(fsp, p) // within the image, under one (image_linux.go)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w: %s", ErrNotFound, p)}
 	}
@@ -117,12 +115,16 @@ func realPathIn(p string, fsp *fsPlan) (string, error) {
 	if !inRuntime(real) && !fsp.inExecRoot(real) {
 		return "", &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %s resolves to %s, outside the runtime", ErrCannotExec, p, real)}
 	}
+	if err := checkImageSide(fsp, p, real); err != nil { // image.go
+		return "", err
+	}
 	return real, nil
 }
 
-// hashExecutable opens an executable regular file and returns its hash.
-func hashExecutable(p string) (canon.ID, error) {
-	f, err := os.Open(p)
+// hashIn opens an executable regular file of the run's runtime (the
+// host's, or its plan's image) and returns its hash.
+func hashIn(fsp *fsPlan, p string) (canon.ID, error) {
+	f, err := openRuntime(fsp, p)
 	if err != nil {
 		return canon.ID{}, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
 	}
@@ -144,8 +146,11 @@ func hashExecutable(p string) (canon.ID, error) {
 // interpreter returns the ELF interpreter (PT_INTERP) of the file at p,
 // or "" when it has none (static binaries, scripts). It reads only the
 // ELF header and the program headers: most of a binary is never touched.
-func interpreter(p string) (string, error) {
-	f, err := os.Open(p)
+func interpreter(p string) (string, error) { return interpreterIn(nil, p) }
+
+// interpreterIn is interpreter for a run's plan (its image runtime).
+func interpreterIn(fsp *fsPlan, p string) (string, error) {
+	f, err := openRuntime(fsp, p)
 	if err != nil {
 		return "", err
 	}
@@ -201,7 +206,7 @@ func planExecFS(e *grant.Enforcer, argv []string, fsp *fsPlan) (*execPlan, error
 	if err != nil {
 		return nil, err
 	}
-	id, err := hashExecutable(real)
+	id, err := hashIn(fsp, real)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +235,7 @@ func planExecFS(e *grant.Enforcer, argv []string, fsp *fsPlan) (*execPlan, error
 			files = append(files, rreal)
 			continue
 		}
-		rid, err := hashExecutable(rreal)
+		rid, err := hashIn(fsp, rreal)
 		if err != nil {
 			continue
 		}
@@ -243,18 +248,18 @@ func planExecFS(e *grant.Enforcer, argv []string, fsp *fsPlan) (*execPlan, error
 	// whose hash is denied refuses the run.
 	denied := e.Set().ExecDeny
 	for _, f := range slices.Clone(files) {
-		interp, err := interpreter(f)
+		interp, err := interpreterIn(fsp, f)
 		if err != nil {
 			return nil, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
 		}
 		if interp == "" {
 			continue
 		}
-		ireal, err := realRuntimePath(interp)
+		ireal, err := realPathIn(interp, fsp.imageOnly()) // the runtime only: the host's or the image's
 		if err != nil {
 			return nil, err
 		}
-		iid, err := hashExecutable(ireal)
+		iid, err := hashIn(fsp, ireal)
 		if err != nil {
 			return nil, err
 		}

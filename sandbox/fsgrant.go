@@ -66,7 +66,8 @@ type fsPlan struct {
 	// search is PATH inside the sandbox: the bin directories of granted
 	// executable paths, in grant order, then searchPath.
 	search []string
-	mounts []Mount // what Spec.Mounted is told
+	mounts []Mount    // what Spec.Mounted is told
+	img    *imageRoot // the image runtime (image.go); nil: the host's
 }
 
 // beneath reports whether p is root or lies beneath it, on segment

@@ -72,10 +72,13 @@ func initMain() int {
 	}
 	// The descriptor cordon was executed through comes after the cgroup
 	// files and the fs grants' trees; init does not need it.
-	if err := unix.CloseRange(uint(7+cfg.CgroupFiles+len(cfg.Binds)), ^uint(0), 0); err != nil {
+	if err := unix.CloseRange(uint(7+cfg.CgroupFiles+len(cfg.Binds)+cfg.imageFiles()), ^uint(0), 0); err != nil {
 		return fail(setupErr("sandbox init: close_range: %v", err))
 	}
 
+	if e := openImageRoot(&cfg); e != nil { // image_linux.go: before the root tmpfs covers /tmp
+		return fail(e)
+	}
 	if e := buildRoot(&cfg); e != nil {
 		return fail(e)
 	}

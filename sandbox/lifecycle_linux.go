@@ -40,6 +40,7 @@ type Sandbox struct {
 	ids      *rootlessIDs  // a rootless run's ids (idmap_linux.go), or nil as root
 	cg       *cgroup.Group // nil in a rootless run without cgroup limits (CgroupLimits)
 	cmd      *exec.Cmd     // sandbox init
+	img      *imageRoot    // the image runtime (image_linux.go); nil: the host's
 	ctl      *os.File      // parent → init: 'g', then EOF (protocol.go)
 	msgs     <-chan initMessage
 	deadline *time.Timer // the wall-clock limit
@@ -304,6 +305,12 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 	})
 	files := append([]*os.File{cfgR, ctlR, stW, bridgeChild}, joins...)
 	files = append(files, trees...)
+	img, closeImg, err := sb.openImage() // image_linux.go: the image runtime's root, if any
+	if err != nil {
+		return err
+	}
+	cu.Add(closeImg)
+	files = append(files, img...)
 	files = append(files, self)
 	cmd := &exec.Cmd{
 		Path: "/proc/self/fd/" + strconv.Itoa(2+len(files)),
@@ -462,7 +469,11 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 // calls it once init is starting, so that the two overlap.
 func (sb *Sandbox) prepare() (*initConfig, error) {
 	s, res := sb.spec, sb.res
-	plan, env, err := decideFS(s, sb.fs)
+	fsp, err := sb.runtimePlan() // image_linux.go: sb.fs without an image
+	if err != nil {
+		return nil, err
+	}
+	plan, env, err := decideFS(s, fsp)
 	if err != nil {
 		return nil, err
 	}
@@ -479,6 +490,7 @@ func (sb *Sandbox) prepare() (*initConfig, error) {
 		NoFile: s.Limits.NoFile, FileSize: s.Limits.FileSizeBytes, NProc: s.Limits.PIDs,
 		LandlockABI: abi, Hostname: hostname(sb.runID),
 	}
+	sb.imageConfig(cfg)             // image_linux.go: nothing without an image
 	if fsp := plan.fs; fsp != nil { // fsgrant_linux.go
 		cfg.Binds, cfg.ScratchExec, cfg.Masks = fsp.binds, fsp.scratchExec, fsp.masks
 	}

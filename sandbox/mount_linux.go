@@ -70,6 +70,9 @@ func buildRoot(cfg *initConfig) *initErr {
 func under(p string) string { return newRoot + p }
 
 func bindRuntime(cfg *initConfig) error {
+	if cfg.hasImage() {
+		return bindImageRuntime(cfg) // image_linux.go
+	}
 	for _, p := range cfg.Runtime {
 		fi, err := os.Lstat(p)
 		if err != nil {
@@ -172,12 +175,12 @@ func writeEtc(cfg *initConfig) error {
 	}
 	// The loader cache is not a secret, and without it every dynamic
 	// program searches the default library path.
-	if b, err := os.ReadFile("/etc/ld.so.cache"); err == nil {
+	if b, err := loaderCache(cfg); err != nil { // the host's or the image's (image_linux.go)
+		return err
+	} else if b != nil {
 		if err := os.WriteFile(filepath.Join(etc, "ld.so.cache"), b, 0o644); err != nil {
 			return err
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
 	}
 	return nil
 }

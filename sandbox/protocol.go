@@ -17,7 +17,12 @@ package sandbox
 //	fd 7+n…              detached mount trees of the fs grants' host paths
 //	                     (initConfig.Binds, in order; fsgrant_linux.go):
 //	                     init attaches each while building the root
-//	fd 7+n+b             cordon's own executable, which the kernel ran as
+//	fd 7+n+b             with an image runtime (initConfig.Image;
+//	                     image_linux.go), a detached tree of the image's
+//	                     root: init attaches it, binds the runtime from
+//	                     it and closes it after writing /etc; i is 1,
+//	                     else 0
+//	fd 7+n+b+i           cordon's own executable, which the kernel ran as
 //	                     init through /proc/self/fd; init closes it first
 //
 // A rootless init (idmap_linux.go) is first started as
@@ -55,6 +60,10 @@ type initConfig struct {
 	ScratchExec []string `json:"scratch_exec,omitempty"` // /work or /tmp mounted executable
 	Masks       []fsMask `json:"masks,omitempty"`        // deny.fs paths hidden
 	Rootless    bool     `json:"rootless"`               // /work is init's until init gives it to the program (chownWork)
+	// Image: the runtime is an image's, whose root is fd 7+n+b;
+	// ImagePath: a rootless run's image, which init opens (image.go).
+	Image     bool       `json:"image,omitempty"`
+	ImagePath *imagePath `json:"image_path,omitempty"`
 }
 
 // initMessage is one line init writes on fd 5.

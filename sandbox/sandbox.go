@@ -212,6 +212,9 @@ type Spec struct {
 	// read only while the program runs.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Image, if not nil, is the run's runtime in place of the host's
+	// (image.go); S2 and S3 only.
+	Image *ImageRuntime
 }
 
 // Egress decides and serves network connections the sandboxed program

@@ -231,6 +231,9 @@ type Command struct {
 	Capture int
 	// Task, ID and Kind label the journal entries (the runner's).
 	Task, ID, Kind string
+	// Image, if not nil, is the command's runtime in place of the
+	// host's: see sandbox.Spec.Image.
+	Image *sandbox.ImageRuntime
 }
 
 // Outcome is what one Exec did.
@@ -310,7 +313,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 	spec := &sandbox.Spec{
 		Argv: c.Argv, Grants: gs, Tier: t, Tenant: tenant, StateDir: s.cfg.StateDir, Workspace: s.cfg.Workspace,
 		Inputs: c.Inputs, Outputs: c.Outputs, OutputsOptional: c.OutputsOptional, Env: c.Env, Limits: limits,
-		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Image: c.Image,
 		Decided: func(d grant.Decision) error {
 			_, err := s.rec.Record(entry.Decision{Record: d.Record()})
 			return err
@@ -435,6 +438,9 @@ func (s *Session) refuse(c Command, err error) error {
 func commandEntry(c Command, gs *grant.Set, res *sandbox.Result, err error, eg egress.Stats) entry.Command {
 	body := entry.Command{Argv: make([]string, len(c.Argv)), Grants: gs.ID().String(),
 		EgressDropped: eg.Dropped, Outputs: map[string]string{}}
+	if c.Image != nil {
+		body.Image = &entry.Image{Manifest: c.Image.Manifest, Config: c.Image.Config}
+	}
 	body.Task = quote(&body.Quoted, "task", c.Task)
 	body.ID = quote(&body.Quoted, "id", c.ID)
 	body.Kind = quote(&body.Quoted, "kind", c.Kind)

@@ -25,6 +25,7 @@ import (
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/tier"
+	"github.com/cordon-dev/cordon/tier/selection"
 )
 
 // defaultExecGrants is the grant set of a `cordon exec` without --grants:
@@ -71,6 +72,7 @@ func runExec(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "with --stats: print them as one JSON object on stderr (stdout is the program's)")
 	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, /var/lib/cordon as root, else $XDG_STATE_HOME/cordon or ~/.local/state/cordon)")
 	powercap := fs.String("powercap", energy.DefaultPowercap, "the powercap tree whose RAPL counters meter the CPU's energy for the receipt")
+	imageRef := fs.String("image", "", "run on this OCI image's runtime instead of the host's: an OCI layout directory (DIR or DIR@sha256:…) or a docker save tarball, unpacked into the state directory's cache")
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -139,6 +141,16 @@ func runExec(e *env, args []string) error {
 	if err != nil {
 		return refuse(fmt.Errorf("exec: %w", err))
 	}
+	var img *sandbox.ImageRuntime
+	if *imageRef != "" && selection.Required(gs) == tier.S4 { // refused before the image is unpacked (sandbox.Spec.Image)
+		return refuse(withHint(fmt.Errorf("exec: --image: %s requires S4, and an image runtime is not available at S4 (gVisor)", gsName),
+			"run the image with a grant set that requires S2 or S3, or drop --image; see docs/sandbox.md, \"Image runtime\""))
+	}
+	if *imageRef != "" {
+		if img, err = execImage(state, *imageRef); err != nil {
+			return refuse(fmt.Errorf("exec: --image: %w", err))
+		}
+	}
 	ws := ""
 	if *workspace != "" {
 		ws, err = filepath.Abs(*workspace)
@@ -197,7 +209,7 @@ func runExec(e *env, args []string) error {
 	}
 	out, err := s.Exec(ctx, session.Command{
 		Argv: argv, Inputs: ins, Outputs: outs, Env: vars, Wall: limits.Wall,
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr,
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Image: img,
 	})
 	if sig, ok := caught.Load().(os.Signal); ok {
 		code := 130
@@ -254,7 +266,7 @@ func runExec(e *env, args []string) error {
 		}
 	}
 	if key != nil {
-		if err := writeExecReceipt(s, key, *receiptFile, argv, res); err != nil {
+		if err := writeExecReceipt(s, key, *receiptFile, argv, res, img); err != nil {
 			return refuse(fmt.Errorf("exec: receipt: %w", err))
 		}
 	} else if _, err := s.StopMeters(); err != nil {
@@ -384,7 +396,7 @@ func defaultStateDir(euid int) (string, error) {
 
 // execUnit is the document a receipt's unit field addresses: what was
 // asked to run, and with what.
-func execUnit(argv []string, res *sandbox.Result) ([]byte, error) {
+func execUnit(argv []string, res *sandbox.Result, img *sandbox.ImageRuntime) ([]byte, error) {
 	var b strings.Builder
 	b.WriteString(`{"argv":[`)
 	for i, a := range argv {
@@ -394,6 +406,13 @@ func execUnit(argv []string, res *sandbox.Result) ([]byte, error) {
 		b.WriteString(jsonString(a))
 	}
 	b.WriteString(`],"grants":` + jsonString(res.GrantsID.String()))
+	if img != nil { // the runtime: the image's, by its digests
+		b.WriteString(`,"image":{"config":` + jsonString(img.Config))
+		if img.Manifest != "" {
+			b.WriteString(`,"manifest":` + jsonString(img.Manifest))
+		}
+		b.WriteString(`}`)
+	}
 	b.WriteString(`,"inputs":{`)
 	for i, f := range res.Inputs {
 		if i > 0 {
@@ -408,8 +427,8 @@ func execUnit(argv []string, res *sandbox.Result) ([]byte, error) {
 
 // writeExecReceipt seals the session: the exec unit document is the
 // unit of work, the journal's last entry (when there is one) its root.
-func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result) error {
-	unit, err := execUnit(argv, res)
+func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, img *sandbox.ImageRuntime) error {
+	unit, err := execUnit(argv, res, img)
 	if err != nil {
 		return err
 	}

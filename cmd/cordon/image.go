@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordon-dev/cordon/environment/image"
+	"github.com/cordon-dev/cordon/sandbox"
 )
 
 // runImage is 'cordon image unpack': verify an OCI image and unpack it
@@ -39,7 +40,7 @@ func runImage(e *env, args []string) error {
 	}
 	im, err := image.Open(pos[0])
 	if err != nil {
-		return withHint(err, "REF is an OCI image layout directory (DIR, or DIR@sha256:… when it holds several images) or a docker save tarball")
+		return withHint(err, imageRefHint)
 	}
 	// An interrupted unpack leaves nothing in the cache.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -64,4 +65,25 @@ func runImage(e *env, args []string) error {
 	}
 	_, err = fmt.Fprintf(e.stdout, "image %s\n  manifest %s\n  config   %s\n  rootfs   %s (%s)\n", im.Ref, manifest, r.Config, r.Dir, how)
 	return err
+}
+
+// imageRefHint says what an image reference is.
+const imageRefHint = "REF is an OCI image layout directory (DIR, or DIR@sha256:… when it holds several images) or a docker save tarball"
+
+// execImage is 'cordon exec --image REF': the image verified and
+// unpacked into the state directory's cache (or found there), as the
+// run's runtime.
+func execImage(state, ref string) (*sandbox.ImageRuntime, error) {
+	im, err := image.Open(ref)
+	if err != nil {
+		return nil, withHint(err, imageRefHint)
+	}
+	// An interrupted unpack leaves nothing in the cache.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := (&image.Cache{Dir: filepath.Join(state, "images")}).Unpack(ctx, im)
+	if err != nil {
+		return nil, err
+	}
+	return &sandbox.ImageRuntime{Root: r.Dir, Manifest: r.Manifest, Config: r.Config}, nil
 }

@@ -15,8 +15,8 @@ import (
 
 // cmdOCILayout is the testscript command 'oci-layout DIR PATH=CONTENT…':
 // write an OCI image layout at DIR holding one image of one layer with
-// those regular files (PATH ending in / is a directory, PATH->TARGET a
-// symbolic link), and set $DIR_DIGEST to its manifest digest.
+// those regular files (PATH=@FILE: FILE's bytes; PATH ending in / is a
+// directory, PATH->TARGET a symbolic link), and set $DIR_DIGEST to its manifest digest.
 func cmdOCILayout(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 2 {
 		ts.Fatalf("usage: oci-layout DIR PATH=CONTENT…")
@@ -35,9 +35,12 @@ func cmdOCILayout(ts *testscript.TestScript, neg bool, args []string) {
 		default:
 			name, content, ok := strings.Cut(a, "=")
 			if !ok {
-				ts.Fatalf("oci-layout: %q is not PATH=CONTENT, DIR/ or PATH->TARGET", a)
+				ts.Fatalf("oci-layout: %q is not PATH=CONTENT, PATH=@FILE, DIR/ or PATH->TARGET", a)
 			}
 			body = content
+			if file, ok := strings.CutPrefix(content, "@"); ok {
+				body = ts.ReadFile(file) // a binary, say
+			}
 			h = &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(body))}
 		}
 		ts.Check(tw.WriteHeader(h))

@@ -112,6 +112,14 @@ type Program struct {
 	B3   string `json:"b3"`
 }
 
+// Image names the OCI image a command ran on as its runtime by its
+// digests ("sha256:…"); the manifest's is absent for a docker save
+// tarball, which has none.
+type Image struct {
+	Manifest string `json:"manifest,omitempty"`
+	Config   string `json:"config"`
+}
+
 // Command is the outcome of one sandboxed command: written by
 // session.Exec once the command ended, or with Error when it was refused
 // or failed to start (so a decision never dangles). Task, ID and Kind are
@@ -126,6 +134,7 @@ type Command struct {
 	Tier            string            `json:"tier,omitempty"`
 	Grants          string            `json:"grants"`
 	Program         *Program          `json:"program,omitempty"`
+	Image           *Image            `json:"image,omitempty"` // the runtime, when an image's
 	Exit            *int              `json:"exit,omitempty"`
 	Signal          int               `json:"signal,omitempty"`
 	TimedOut        bool              `json:"timed_out,omitempty"`
