@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cordon-dev/cordon/internal/phase"
+
 	"github.com/cordon-dev/cordon/sandbox/seccomp"
 )
 
@@ -26,6 +28,8 @@ func init() {
 	// capability bounding set, Landlock, seccomp) and the program is
 	// forked from this same thread, so it inherits all of them.
 	runtime.LockOSThread()
+	phase.Enable() // a few marks; sent only when the configuration asks
+	phase.Add("entered")
 	os.Exit(initMain())
 }
 
@@ -60,6 +64,7 @@ func initMain() int {
 		return fail(setupErr("sandbox init: reading the configuration: %v", err))
 	}
 	cfgFile.Close()
+	phase.Add("configured")
 	// The descriptor cordon was executed through comes after the cgroup
 	// files; init does not need it.
 	if err := unix.CloseRange(uint(7+cfg.CgroupFiles), ^uint(0), 0); err != nil {
@@ -74,6 +79,7 @@ func initMain() int {
 			return fail(setupErr("sandbox init: %v", err))
 		}
 	}
+	phase.Add("root built")
 	if err := enc.Encode(initMessage{Ready: true}); err != nil {
 		return ExitRefused
 	}
@@ -81,11 +87,17 @@ func initMain() int {
 	if n, _ := control.Read(b[:]); n != 1 || b[0] != 'g' {
 		return ExitRefused // the parent gave up
 	}
+	phase.Add("go")
 	pid, e := startProgram(&cfg)
 	if e != nil {
 		return fail(e)
 	}
+	phase.Add("program started")
 	msg := reap(pid)
+	phase.Add("program reaped")
+	if cfg.Phases {
+		msg.Phases = phase.Marks()
+	}
 	if err := enc.Encode(msg); err != nil {
 		return ExitRefused
 	}
@@ -124,6 +136,7 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return 0, setupErr("cgroup namespace: %v", err)
 	}
+	phase.Add("cgroup joined")
 	if e := setRlimits(cfg); e != nil {
 		return 0, e
 	}
@@ -136,9 +149,11 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	if e := restrictLandlock(cfg); e != nil {
 		return 0, e
 	}
+	phase.Add("landlock")
 	if err := seccomp.Install(); err != nil {
 		return 0, setupErr("seccomp: %v", err)
 	}
+	phase.Add("seccomp")
 	cmd := &exec.Cmd{
 		Path:   cfg.Path,
 		Args:   cfg.Argv,

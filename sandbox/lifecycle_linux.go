@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cordon-dev/cordon/internal/cleanup"
+	"github.com/cordon-dev/cordon/internal/phase"
 	"github.com/cordon-dev/cordon/sandbox/cgroup"
 	"github.com/cordon-dev/cordon/sandbox/reaper"
 	"github.com/cordon-dev/cordon/sandbox/stage"
@@ -99,6 +100,7 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	if err := Probe(s.Tier); err != nil {
 		return nil, &ExitError{Code: ExitRefused, Err: err}
 	}
+	phase.Add("create: probed")
 	tenant := s.Tenant
 	if s.Tier == tier.S2 {
 		tenant = singleTenant
@@ -113,12 +115,14 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	// sweep costs a few directory reads, and is skipped while another
 	// sweep or a starting run holds the lock. What it cannot remove
 	// stays for the next one, or for 'cordon reap'.
+	phase.Add("create: tenant")
 	if reaper.Pending(s.StateDir) {
 		_, _ = reaper.Sweep(s.StateDir, reaper.Options{})
 	}
 	sb := &Sandbox{ctx: ctx, spec: s, runID: newRunID(), hostBase: ts.base}
 	sb.res = &Result{Tier: s.Tier, GrantsID: s.Grants.ID(), HostUID: sb.hostBase + insideUID}
 
+	phase.Add("create: swept")
 	var cu cleanup.Cleanup
 	defer cu.Clean() // undoes every step below unless Create succeeds
 
@@ -132,6 +136,7 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	if label.Cgroups, err = cgroup.Dirs(label.Group()); err != nil {
 		return nil, refusedf("cgroup: %v", err)
 	}
+	phase.Add("create: labelled")
 	release, err := reaper.Begin(s.StateDir, label)
 	if err != nil {
 		return nil, refusedf("%v", err)
@@ -148,6 +153,7 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 	if err != nil {
 		return nil, refusedf("cgroup: %v", err)
 	}
+	phase.Add("create: cgroup")
 	sb.cg = cg
 	cu.Add(func() {
 		_ = cg.Kill()
@@ -277,6 +283,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 	go func() {
 		defer close(prepared)
 		cfg, prepErr = sb.prepare()
+		phase.Add("create: decided (in parallel)")
 	}()
 	cu.Add(func() { <-prepared }) // never return while prepare still writes res
 
@@ -300,6 +307,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 		}
 	}()
 	err = <-started
+	phase.Add("create: init started")
 	cfgR.Close()
 	ctlR.Close()
 	stW.Close()
@@ -370,12 +378,14 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 		return refusedf("configuring sandbox init: %v", err)
 	}
 	cfgW.Close()
+	phase.Add("create: configured")
 
 	sb.deadline = time.NewTimer(s.Limits.Wall)
 	cu.Add(func() { sb.deadline.Stop() })
 	if _, err := sb.next(); err != nil { // ready
 		return err
 	}
+	phase.Add("create: init ready")
 	<-added
 	if addErr != nil {
 		return refusedf("cgroup: %v", addErr)
@@ -388,6 +398,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup) error {
 		return refusedf("opening the sandbox's /work: %v", err)
 	}
 	sb.work = work
+	phase.Add("create: /work opened")
 	cu.Add(func() { work.Close() })
 	return sb.hook("work")
 }
@@ -411,7 +422,7 @@ func (sb *Sandbox) prepare() (*initConfig, error) {
 		Runtime: runtimeBinds(), ExecFiles: plan.execFiles, NoExecDirs: existingDirs(programDirs),
 		TmpBytes: s.Limits.TmpBytes, WorkBytes: s.Limits.WorkBytes,
 		NoFile: s.Limits.NoFile, FileSize: s.Limits.FileSizeBytes, NProc: s.Limits.PIDs,
-		LandlockABI: abi, Hostname: hostname(sb.runID),
+		LandlockABI: abi, Hostname: hostname(sb.runID), Phases: phase.Enabled(),
 	}
 	if !filepath.IsAbs(s.Argv[0]) {
 		cfg.Argv[0] = s.Argv[0]
@@ -484,6 +495,7 @@ func (sb *Sandbox) Start() error {
 		}
 		sb.res.Inputs = in
 	}
+	phase.Add("start: staged")
 	if _, err := sb.ctl.Write([]byte{'g'}); err != nil {
 		return refusedf("starting the run: %v", err)
 	}
@@ -512,6 +524,10 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	s, res := sb.spec, sb.res
 	m, err := sb.next()
 	res.End = time.Now()
+	phase.Add("wait: exit status")
+	for _, pm := range m.Phases {
+		phase.AddAt("init: "+pm.Name, pm.T)
+	}
 	if errors.Is(err, errTimeout) {
 		res.TimedOut = true
 		res.ExitCode = ExitTimeout
@@ -532,6 +548,7 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		return nil, refusedf("sandbox init reported neither an exit status nor a signal")
 	}
 	readStats(sb.cg, res)
+	phase.Add("wait: cgroup stats")
 	if sb.stdin != nil {
 		sb.stdin.stop() // the program is gone: read no more of cordon's input
 	}
@@ -544,6 +561,7 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		}
 		res.Outputs, res.OutputsErr = out(sb.work, sb.ws, s.Outputs, s.Limits.Stage)
 	}
+	phase.Add("wait: outputs")
 	sb.ctl.Close() // init exits on EOF
 	sb.waited = true
 	if err := sb.cmd.Wait(); err != nil {
@@ -552,6 +570,7 @@ func (sb *Sandbox) Wait() (*Result, error) {
 			return nil, refusedf("sandbox init: %v", err)
 		}
 	}
+	phase.Add("wait: init exited")
 	return res, nil
 }
 

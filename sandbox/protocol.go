@@ -1,5 +1,7 @@
 package sandbox
 
+import "github.com/cordon-dev/cordon/internal/phase"
+
 // The parent and the sandbox init talk over three pipes passed as fds 3,
 // 4 and 5 of init:
 //
@@ -40,6 +42,7 @@ type initConfig struct {
 	Hostname    string   `json:"hostname"`
 	CgroupFiles int      `json:"cgroup_files"` // fds 7… are cgroup v1 tasks files to join
 	Egress      bool     `json:"egress"`       // fd 6 is the egress bridge: start the forwarder
+	Phases      bool     `json:"phases"`       // send init's phase marks with the exit message
 }
 
 // initMessage is one line init writes on fd 5.
@@ -49,4 +52,7 @@ type initMessage struct {
 	Signal int    `json:"signal,omitempty"` // killing signal, when Exit is nil
 	Error  string `json:"error,omitempty"`  // a setup failure
 	Code   int    `json:"code,omitempty"`   // with Error: 125, 126 or 127
+	// Phases are init's marks (package phase), with the exit message
+	// when initConfig.Phases asked for them.
+	Phases []phase.Mark `json:"phases,omitempty"`
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/internal/phase"
 	"github.com/cordon-dev/cordon/sandbox/stage"
 	"github.com/cordon-dev/cordon/tier"
 )
@@ -78,16 +79,22 @@ func Run(ctx context.Context, s *Spec) (*Result, error) {
 	if s.Tier == tier.S4 {
 		return runGVisor(ctx, s) // gvisor_linux.go: S4 has no step-by-step lifecycle
 	}
+	phase.Add("sandbox: run")
 	sb, err := Create(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	// A cgroup that cannot be removed does not change what the run did.
-	defer func() { _ = sb.Destroy() }()
+	defer func() {
+		_ = sb.Destroy()
+		phase.Add("sandbox: destroyed")
+	}()
 	if err := sb.Start(); err != nil {
 		return nil, err
 	}
-	return sb.Wait()
+	res, err := sb.Wait()
+	phase.Add("sandbox: waited")
+	return res, err
 }
 
 // Limits bound one run. Every member must be positive; Spec.Check
