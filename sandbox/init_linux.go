@@ -150,7 +150,11 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 		return 0, e
 	}
 	phase.Add("landlock")
-	if err := seccomp.Install(); err != nil {
+	filter, err := seccomp.ParseFilter(cfg.Seccomp)
+	if err != nil {
+		return 0, setupErr("%v", err)
+	}
+	if err := filter.Install(); err != nil {
 		return 0, setupErr("seccomp: %v", err)
 	}
 	phase.Add("seccomp")

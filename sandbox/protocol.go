@@ -39,10 +39,13 @@ type initConfig struct {
 	FileSize    int64    `json:"fsize"`
 	NProc       int64    `json:"nproc"`
 	LandlockABI int      `json:"landlock_abi"` // the ABI to restrict with; probed by the parent
-	Hostname    string   `json:"hostname"`
-	CgroupFiles int      `json:"cgroup_files"` // fds 7… are cgroup v1 tasks files to join
-	Egress      bool     `json:"egress"`       // fd 6 is the egress bridge: start the forwarder
-	Phases      bool     `json:"phases"`       // send init's phase marks with the exit message
+	// Seccomp is the seccomp filter to load (seccomp.Filter's binary
+	// form), assembled by the parent while the kernel starts init.
+	Seccomp     []byte `json:"seccomp"`
+	Hostname    string `json:"hostname"`
+	CgroupFiles int    `json:"cgroup_files"` // fds 7… are cgroup v1 tasks files to join
+	Egress      bool   `json:"egress"`       // fd 6 is the egress bridge: start the forwarder
+	Phases      bool   `json:"phases"`       // send init's phase marks with the exit message
 }
 
 // initMessage is one line init writes on fd 5.
