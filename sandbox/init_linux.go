@@ -65,11 +65,22 @@ func initMain() int {
 	}
 	cfgFile.Close()
 	phase.Add("configured")
-	// The descriptor cordon was executed through comes after the cgroup
-	// files; init does not need it.
-	if err := unix.CloseRange(uint(7+cfg.CgroupFiles), ^uint(0), 0); err != nil {
+	// The descriptor cordon was executed through (fd 8) and anything
+	// after it: init does not need them.
+	if err := unix.CloseRange(8, ^uint(0), 0); err != nil {
 		return fail(setupErr("sandbox init: close_range: %v", err))
 	}
+	// The run's cgroup files, sent over fd 7 once the parent made the
+	// cgroup (cgjoin_linux.go).
+	joinSock := os.NewFile(7, "cgroup join")
+	var joins []*os.File
+	if cfg.CgroupFiles > 0 {
+		var err error
+		if joins, err = receiveFiles(joinSock, cfg.CgroupFiles); err != nil {
+			return fail(setupErr("sandbox init: %v", err))
+		}
+	}
+	joinSock.Close()
 
 	if e := buildRoot(&cfg); e != nil {
 		return fail(e)
@@ -88,7 +99,7 @@ func initMain() int {
 		return ExitRefused // the parent gave up
 	}
 	phase.Add("go")
-	pid, e := startProgram(&cfg)
+	pid, e := startProgram(&cfg, joins)
 	if e != nil {
 		return fail(e)
 	}
@@ -108,7 +119,7 @@ func initMain() int {
 
 // startProgram applies the last restrictions to this thread and starts
 // the program from it.
-func startProgram(cfg *initConfig) (int, *initErr) {
+func startProgram(cfg *initConfig, joins []*os.File) (int, *initErr) {
 	// Everything but stdio is closed at exec (CVE-2024-21626: a leaked
 	// fd to a host directory is a way out).
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -122,8 +133,7 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	}
 	// Join the run's cgroup (v1): this thread only, so that the program
 	// forked from it is born there. The files close before it runs.
-	for i := 0; i < cfg.CgroupFiles; i++ {
-		f := os.NewFile(uintptr(7+i), "cgroup tasks")
+	for _, f := range joins {
 		_, err := f.Write([]byte("0"))
 		f.Close()
 		if err != nil {

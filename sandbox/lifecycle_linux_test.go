@@ -188,7 +188,7 @@ func TestCreateDestroyWithoutStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	if want := []string{"cgroup", "init started", "ready", "work"}; !slices.Equal(tr.steps, want) {
+	if want := []string{"init started", "cgroup", "ready", "work"}; !slices.Equal(tr.steps, want) {
 		t.Errorf("Create went through %v, want %v", tr.steps, want)
 	}
 	if procStartTime(tr.pid) == "" {
@@ -339,7 +339,7 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 			if step != "Decided" && tr.steps[len(tr.steps)-1] != step {
 				t.Fatalf("Create went through %v, not stopping at %s", tr.steps, step)
 			}
-			if step != "cgroup" && tr.pid == 0 {
+			if tr.pid == 0 {
 				t.Fatalf("init was not started before %s", step)
 			}
 			nothingLeft(t, &tr, s.StateDir, fds)

@@ -13,10 +13,13 @@ import "github.com/cordon-dev/cordon/internal/phase"
 //	                     built, then one exit (or error) message
 //	fd 6  parent ↔ init  the egress bridge (bridge_linux.go), when the
 //	                     grant set has egress rules; closed otherwise
-//	fd 7… parent → init  cgroup v1 "tasks" files (initConfig.CgroupFiles):
-//	                     init's forking thread writes "0" to each to join
-//	                     the run's cgroup, then closes them
-//	fd 7+n               cordon's own executable, which the kernel ran as
+//	fd 7  parent → init  a unix socket: one message carrying the run's
+//	                     cgroup v1 "tasks" files (initConfig.CgroupFiles of
+//	                     them, SCM_RIGHTS), sent once the cgroup is made
+//	                     (it is made while init starts); init's forking
+//	                     thread writes "0" to each to join the run's
+//	                     cgroup, then closes them
+//	fd 8                 cordon's own executable, which the kernel ran as
 //	                     init through /proc/self/fd; init closes it first
 //
 // After the exit message init kills every other process in its PID
@@ -43,7 +46,7 @@ type initConfig struct {
 	// form), assembled by the parent while the kernel starts init.
 	Seccomp     []byte `json:"seccomp"`
 	Hostname    string `json:"hostname"`
-	CgroupFiles int    `json:"cgroup_files"` // fds 7… are cgroup v1 tasks files to join
+	CgroupFiles int    `json:"cgroup_files"` // how many cgroup v1 tasks files fd 7 carries
 	Egress      bool   `json:"egress"`       // fd 6 is the egress bridge: start the forwarder
 	Phases      bool   `json:"phases"`       // send init's phase marks with the exit message
 }
