@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"syscall"
 
@@ -168,21 +167,19 @@ func startProgram(cfg *initConfig, joins []*os.File) (int, *initErr) {
 		return 0, setupErr("seccomp: %v", err)
 	}
 	phase.Add("seccomp")
-	cmd := &exec.Cmd{
-		Path:   cfg.Path,
-		Args:   cfg.Argv,
-		Env:    cfg.Env,
-		Dir:    "/work",
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-		SysProcAttr: &syscall.SysProcAttr{
+	// syscall.ForkExec, not os/exec: init reaps by pid (reap), and os/exec
+	// would first probe the kernel for pidfds with a clone of its own.
+	pid, err := syscall.ForkExec(cfg.Path, cfg.Argv, &syscall.ProcAttr{
+		Dir:   "/work",
+		Env:   cfg.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
 			Setsid:     true, // no controlling terminal: TIOCSTI has no target
 			Pdeathsig:  syscall.SIGKILL,
 			Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), NoSetGroups: true},
 		},
-	}
-	if err := cmd.Start(); err != nil {
+	})
+	if err != nil {
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			return 0, &initErr{code: ExitNotFound, err: fmt.Errorf("%s: %v", cfg.Path, err)}
@@ -191,7 +188,7 @@ func startProgram(cfg *initConfig, joins []*os.File) (int, *initErr) {
 		}
 		return 0, setupErr("starting %s: %v", cfg.Path, err)
 	}
-	return cmd.Process.Pid, nil
+	return pid, nil
 }
 
 // reap waits for the program, then kills and reaps everything else in
