@@ -51,6 +51,7 @@ type Sandbox struct {
 
 	state  lifeState
 	waited bool // init has been waited for: the undo must not wait again
+	goSent bool // Create told init to go already (Spec.goEarly)
 	// cu undoes what Create and Start did, the last step first.
 	cu         cleanup.Cleanup
 	destroyErr error
@@ -418,6 +419,16 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	}
 	cfgW.Close()
 	phase.Add("create: configured")
+	if s.goEarly && len(joins) > 0 {
+		// Run, with nothing to stage: init reads 'g' once its root is
+		// built. On v1 it joins the cgroup itself before it forks the
+		// program (without join files the parent moves it, and 'g' waits
+		// for that in Start).
+		if _, err := sb.ctl.Write([]byte{'g'}); err != nil {
+			return refusedf("starting the run: %v", err)
+		}
+		sb.goSent = true
+	}
 
 	sb.deadline = time.NewTimer(s.Limits.Wall)
 	cu.Add(func() { sb.deadline.Stop() })
@@ -539,8 +550,10 @@ func (sb *Sandbox) Start() error {
 		sb.res.Inputs = in
 	}
 	phase.Add("start: staged")
-	if _, err := sb.ctl.Write([]byte{'g'}); err != nil {
-		return refusedf("starting the run: %v", err)
+	if !sb.goSent {
+		if _, err := sb.ctl.Write([]byte{'g'}); err != nil {
+			return refusedf("starting the run: %v", err)
+		}
 	}
 	sb.state = stateStarted
 	return nil
@@ -590,12 +603,16 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	default:
 		return nil, refusedf("sandbox init reported neither an exit status nor a signal")
 	}
+	copyOut := sb.ws != nil && len(s.Outputs) > 0
+	if !copyOut {
+		sb.ctl.Close() // nothing to copy out of /work: init may exit while the stats are read
+	}
 	readStats(sb.cg, res)
 	phase.Add("wait: cgroup stats")
 	if sb.stdin != nil {
 		sb.stdin.stop() // the program is gone: read no more of cordon's input
 	}
-	if sb.ws != nil && len(s.Outputs) > 0 {
+	if copyOut {
 		// Out returns files with an error only when every output is in
 		// place but an old copy could not be removed: record both.
 		out := stage.Out
@@ -605,7 +622,7 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		res.Outputs, res.OutputsErr = out(sb.work, sb.ws, s.Outputs, s.Limits.Stage)
 	}
 	phase.Add("wait: outputs")
-	sb.ctl.Close() // init exits on EOF
+	sb.ctl.Close() // init exits on EOF (a second Close does nothing)
 	sb.waited = true
 	if err := sb.cmd.Wait(); err != nil {
 		var ee *exec.ExitError

@@ -80,7 +80,9 @@ func Run(ctx context.Context, s *Spec) (*Result, error) {
 		return runGVisor(ctx, s) // gvisor_linux.go: S4 has no step-by-step lifecycle
 	}
 	phase.Add("sandbox: run")
-	sb, err := Create(ctx, s)
+	early := *s
+	early.goEarly = s.Workspace == ""
+	sb, err := Create(ctx, &early)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +206,13 @@ type Spec struct {
 	// read only while the program runs.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+
+	// goEarly is set by Run only, when Start has nothing to stage (no
+	// workspace): Create then tells init to go with its configuration,
+	// so that init starts the program as soon as its root is built
+	// instead of waiting for a round trip through the parent. Create
+	// alone never starts the program.
+	goEarly bool
 }
 
 // Egress decides and serves network connections the sandboxed program
