@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -103,6 +104,7 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 		return nil, &ExitError{Code: ExitRefused, Err: err}
 	}
 	phase.Add("create: probed")
+	pidfdProbe.Do(func() { go probePidfd() })
 	tenant := s.Tenant
 	if s.Tier == tier.S2 {
 		tenant = singleTenant
@@ -670,4 +672,18 @@ func seccompFilter() ([]byte, error) {
 		}
 	}
 	return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: seccomp: %v", ErrUnavailable, err)}
+}
+
+// pidfdProbe starts probePidfd once per process.
+var pidfdProbe sync.Once
+
+// probePidfd makes package os run, now and in the background, the probe
+// it runs once per process before its first process start: a clone of
+// its own that checks pidfd support (os.pidfdWorks), which would
+// otherwise sit on the path of init's start. os.FindProcess runs the
+// same probe; the handle it returns is released at once.
+func probePidfd() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		p.Release()
+	}
 }
