@@ -8,9 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxJoinFiles bounds the cgroup files init accepts: one per v1
-// hierarchy cordon uses (memory, pids, cpu, cpuacct, freezer).
-const maxJoinFiles = 8
+// maxJoinFiles bounds the cgroup files init accepts: two (join and
+// leave) per v1 hierarchy cordon uses (memory, pids, cpu, cpuacct,
+// freezer).
+const maxJoinFiles = 16
 
 // joinPair is the socket over which the parent hands init the run's
 // cgroup v1 "tasks" files (fd 7 of init), once the cgroup is made.

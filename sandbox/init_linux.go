@@ -72,12 +72,13 @@ func initMain() int {
 	// The run's cgroup files, sent over fd 7 once the parent made the
 	// cgroup (cgjoin_linux.go).
 	joinSock := os.NewFile(7, "cgroup join")
-	var joins []*os.File
+	var joins, leaves []*os.File
 	if cfg.CgroupFiles > 0 {
-		var err error
-		if joins, err = receiveFiles(joinSock, cfg.CgroupFiles); err != nil {
+		files, err := receiveFiles(joinSock, 2*cfg.CgroupFiles)
+		if err != nil {
 			return fail(setupErr("sandbox init: %v", err))
 		}
+		joins, leaves = files[:cfg.CgroupFiles], files[cfg.CgroupFiles:]
 	}
 	joinSock.Close()
 
@@ -103,7 +104,19 @@ func initMain() int {
 		return fail(e)
 	}
 	phase.Add("program started")
+	// The program is born in the run's cgroup; this thread need not stay
+	// there (its own CPU and memory were never the program's). Once it
+	// has left, the cgroup empties when the program's processes end, and
+	// the parent removes it while init exits.
+	left := len(leaves) > 0
+	for _, f := range leaves {
+		if _, err := f.Write([]byte("0")); err != nil {
+			left = false // the parent then waits for init's exit, as without leave files
+		}
+		f.Close()
+	}
 	msg := reap(pid)
+	msg.Left = left
 	phase.Add("program reaped")
 	if cfg.Phases {
 		msg.Phases = phase.Marks()

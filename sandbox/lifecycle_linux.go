@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -53,6 +54,9 @@ type Sandbox struct {
 	state  lifeState
 	waited bool // init has been waited for: the undo must not wait again
 	goSent bool // Create told init to go already (Spec.goEarly)
+	// cgRemoving is closed when the cgroup's removal, started by
+	// removeCgroup, has ended; nil until it starts.
+	cgRemoving chan struct{}
 	// cu undoes what Create and Start did, the last step first.
 	cu         cleanup.Cleanup
 	destroyErr error
@@ -172,10 +176,10 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 		if sb.cg == nil {
 			return
 		}
-		_ = sb.cg.Kill()
-		if err := sb.cg.Close(); err != nil {
-			sb.destroyErr = fmt.Errorf("sandbox: removing the run's cgroup: %w", err)
+		if sb.cgRemoving == nil {
+			sb.removeCgroup()
 		}
+		<-sb.cgRemoving
 	})
 	if err := sb.startInit(&cu, made); err != nil {
 		return nil, err
@@ -385,11 +389,23 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		return refusedf("cgroup: %v", err)
 	}
-	// Init gets its own copies of the join files. Without them (cgroup
-	// v2), move init here, in the background: a move can wait for an RCU
-	// grace period. Init runs nothing of the program's before 'g'.
-	err = sendFiles(joinParent, joins)
-	for _, f := range joins {
+	// With each join file goes the file that leaves the cgroup again:
+	// init's thread leaves once the program is born, so that the cgroup
+	// empties when the program's processes end, not when init does.
+	var leaves []*os.File
+	if len(joins) > 0 {
+		if leaves, err = cg.LeaveFiles(); err != nil {
+			for _, f := range joins {
+				f.Close()
+			}
+			return refusedf("cgroup: %v", err)
+		}
+	}
+	// Init gets its own copies of the files. Without them (cgroup v2),
+	// move init here, in the background: a move can wait for an RCU grace
+	// period. Init runs nothing of the program's before 'g'.
+	err = sendFiles(joinParent, slices.Concat(joins, leaves))
+	for _, f := range slices.Concat(joins, leaves) {
 		f.Close()
 	}
 	joinParent.Close()
@@ -611,6 +627,11 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	}
 	readStats(sb.cg, res)
 	phase.Add("wait: cgroup stats")
+	if m.Left {
+		// Init's thread has left the cgroup and the program's processes
+		// are all reaped: the cgroup can go while init exits.
+		sb.removeCgroup()
+	}
 	if sb.stdin != nil {
 		sb.stdin.stop() // the program is gone: read no more of cordon's input
 	}
@@ -686,4 +707,18 @@ func probePidfd() {
 	if p, err := os.FindProcess(os.Getpid()); err == nil {
 		p.Release()
 	}
+}
+
+// removeCgroup kills what is left in the run's cgroup and removes it, in
+// the background; cgRemoving closes when it is done. A failure is
+// Destroy's error.
+func (sb *Sandbox) removeCgroup() {
+	sb.cgRemoving = make(chan struct{})
+	go func() {
+		defer close(sb.cgRemoving)
+		_ = sb.cg.Kill()
+		if err := sb.cg.Close(); err != nil {
+			sb.destroyErr = fmt.Errorf("sandbox: removing the run's cgroup: %w", err)
+		}
+	}()
 }

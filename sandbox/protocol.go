@@ -15,10 +15,12 @@ import "github.com/cordon-dev/cordon/internal/phase"
 //	                     grant set has egress rules; closed otherwise
 //	fd 7  parent → init  a unix socket: one message carrying the run's
 //	                     cgroup v1 "tasks" files (initConfig.CgroupFiles of
-//	                     them, SCM_RIGHTS), sent once the cgroup is made
-//	                     (it is made while init starts); init's forking
-//	                     thread writes "0" to each to join the run's
-//	                     cgroup, then closes them
+//	                     them, SCM_RIGHTS), then as many of the cgroup it
+//	                     was made beneath, sent once the cgroup is made (it
+//	                     is made while init starts); init's forking thread
+//	                     writes "0" to each of the first to join the run's
+//	                     cgroup, forks the program, and writes "0" to each
+//	                     of the others to leave it again
 //	fd 8                 cordon's own executable, which the kernel ran as
 //	                     init through /proc/self/fd; init closes it first
 //
@@ -58,6 +60,9 @@ type initMessage struct {
 	Signal int    `json:"signal,omitempty"` // killing signal, when Exit is nil
 	Error  string `json:"error,omitempty"`  // a setup failure
 	Code   int    `json:"code,omitempty"`   // with Error: 125, 126 or 127
+	// Left, with the exit status: init's thread left the run's cgroup
+	// after the program was born, so the cgroup is empty now.
+	Left bool `json:"left,omitempty"`
 	// Phases are init's marks (package phase), with the exit message
 	// when initConfig.Phases asked for them.
 	Phases []phase.Mark `json:"phases,omitempty"`
