@@ -154,24 +154,32 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 			_ = reaper.End(s.StateDir, label)
 		}
 	})
-	// The cgroup is made while the kernel starts init (startInit waits
-	// for it before init may run anything of the program's): its five
-	// v1 hierarchies cost about 0.6 ms.
+	// The cgroup is made while init's Go runtime starts (startInit starts
+	// the making once the kernel has started init, and waits for it
+	// before init may run anything of the program's): its five v1
+	// hierarchies cost about 0.5 ms, while the parent would otherwise
+	// only wait.
 	made := &cgroupMaking{done: make(chan struct{})}
-	go func() {
-		defer close(made.done)
-		defer release()
-		cg, err := cgroup.New(label.Group(), cgroup.Limits{
-			MemoryBytes: s.Limits.MemoryBytes, PIDs: s.Limits.PIDs, CPUMillis: s.Limits.CPUMillis,
-		})
-		if err != nil {
-			made.err = refusedf("cgroup: %v", err)
-			return
-		}
-		phase.Add("create: cgroup (in parallel)")
-		sb.cg = cg
-	}()
+	made.start = func() {
+		go func() {
+			defer close(made.done)
+			defer release()
+			cg, err := cgroup.New(label.Group(), cgroup.Limits{
+				MemoryBytes: s.Limits.MemoryBytes, PIDs: s.Limits.PIDs, CPUMillis: s.Limits.CPUMillis,
+			})
+			if err != nil {
+				made.err = refusedf("cgroup: %v", err)
+				return
+			}
+			phase.Add("create: cgroup (in parallel)")
+			sb.cg = cg
+		}()
+	}
 	cu.Add(func() {
+		made.once.Do(func() { // never started: there is no cgroup
+			release()
+			close(made.done)
+		})
 		<-made.done
 		if sb.cg == nil {
 			return
@@ -192,8 +200,10 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 // cgroupMaking is the run's cgroup being made: done is closed when
 // Sandbox.cg is set, or err is.
 type cgroupMaking struct {
-	done chan struct{}
-	err  error
+	once  sync.Once // runs start, or, if it never ran, closes done
+	start func()
+	done  chan struct{}
+	err   error
 }
 
 // startInit starts init, configures it and waits for it to report ready,
@@ -334,6 +344,9 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	}()
 	err = <-started
 	phase.Add("create: init started")
+	if err == nil {
+		made.once.Do(made.start)
+	}
 	cfgR.Close()
 	ctlR.Close()
 	stW.Close()
