@@ -108,7 +108,6 @@ func Create(ctx context.Context, s *Spec) (*Sandbox, error) {
 		return nil, &ExitError{Code: ExitRefused, Err: err}
 	}
 	phase.Add("create: probed")
-	pidfdProbe.Do(func() { go probePidfd() })
 	tenant := s.Tenant
 	if s.Tier == tier.S2 {
 		tenant = singleTenant
@@ -706,20 +705,6 @@ func seccompFilter() ([]byte, error) {
 		}
 	}
 	return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: seccomp: %v", ErrUnavailable, err)}
-}
-
-// pidfdProbe starts probePidfd once per process.
-var pidfdProbe sync.Once
-
-// probePidfd makes package os run, now and in the background, the probe
-// it runs once per process before its first process start: a clone of
-// its own that checks pidfd support (os.pidfdWorks), which would
-// otherwise sit on the path of init's start. os.FindProcess runs the
-// same probe; the handle it returns is released at once.
-func probePidfd() {
-	if p, err := os.FindProcess(os.Getpid()); err == nil {
-		p.Release()
-	}
 }
 
 // removeCgroup kills what is left in the run's cgroup and removes it, in
