@@ -89,9 +89,9 @@ func (sb *Sandbox) hook(step string) error {
 // program: it allocates the tenant's ids, starts init in its new
 // namespaces while it creates the run's cgroup and decides the program
 // (calling Spec.Decided), hands init the cgroup and its configuration
-// and waits until init reports ready. It never starts the program. On error nothing it did
-// remains (the tenant's id range, recorded once, stays allocated); the
-// errors are Run's.
+// and waits until init reports ready. It never starts the program. On
+// error nothing it did remains (the tenant's id range, recorded once,
+// stays allocated); the errors are Run's.
 //
 // A Sandbox that Create returns must be destroyed with Destroy, whatever
 // else happens. ctx bounds the sandbox's whole life (see Sandbox). The
