@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"regexp"
-
 	"github.com/cordon-dev/cordon/sandbox/stage"
 	"github.com/cordon-dev/cordon/tier"
 	"github.com/cordon-dev/cordon/tier/selection"
@@ -27,8 +25,8 @@ func (s *Spec) check() error {
 			return refusedf("tenant %q given for a single-tenant (%s) run", s.Tenant, s.Tier)
 		}
 	case tier.S3:
-		if !validTenant.MatchString(s.Tenant) {
-			return refusedf("an S3 run needs a tenant name matching %s, got %q", validTenant, s.Tenant)
+		if !validTenant(s.Tenant) {
+			return refusedf("an S3 run needs a tenant name matching %s, got %q", tenantForm, s.Tenant)
 		}
 	default:
 		return refusedf("the sandbox provides S2, S3 and S4, not %s", s.Tier)
@@ -71,5 +69,20 @@ func (s *Spec) check() error {
 	return nil
 }
 
-// validTenant is the form of a tenant name: it becomes a directory name.
-var validTenant = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+// tenantForm is the form of a tenant name: it becomes a directory name.
+const tenantForm = `^[a-z0-9][a-z0-9_-]{0,62}$`
+
+// validTenant reports whether s has tenantForm, checked byte by byte
+// (a compiled regular expression cost every process about 0.1 ms at start).
+func validTenant(s string) bool {
+	lowerDigit := func(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
+	if len(s) < 1 || len(s) > 63 || !lowerDigit(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !lowerDigit(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}

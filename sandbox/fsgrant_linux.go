@@ -225,7 +225,7 @@ func applyFSGrants(cfg *initConfig) error {
 			return fmt.Errorf("making %s executable: %w", d, err)
 		}
 	}
-	first := 7 + cfg.CgroupFiles // protocol.go: the trees follow the cgroup files
+	first := 8 // protocol.go: the trees follow the cgroup socket (fd 7)
 	for i, b := range cfg.Binds {
 		if err := attachGranted(b, first+i); err != nil {
 			return fmt.Errorf("%s (%s %s): %w", b.Rule, b.Access, b.Path, err)

@@ -276,7 +276,7 @@ func (cfg *initConfig) imageFiles() int {
 
 // imageFD is init's descriptor of the detached tree of the image's root
 // (protocol.go).
-func (cfg *initConfig) imageFD() int { return 7 + cfg.CgroupFiles + len(cfg.Binds) }
+func (cfg *initConfig) imageFD() int { return 8 + len(cfg.Binds) }
 
 // imageStage is where init attaches the image's tree while it binds the
 // runtime from it; it is gone before pivot_root.

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-dev/cordon/internal/phase"
 
 	"github.com/cordon-dev/cordon/sandbox/seccomp"
 )
@@ -26,6 +27,8 @@ func init() {
 	// capability bounding set, Landlock, seccomp) and the program is
 	// forked from this same thread, so it inherits all of them.
 	runtime.LockOSThread()
+	phase.Enable() // a few marks; sent only when the configuration asks
+	phase.Add("entered")
 	if len(os.Args) > 1 { // rootless (idmap_linux.go)
 		if code, done := rootlessInit(os.Args[1:]); done {
 			os.Exit(code)
@@ -65,16 +68,30 @@ func initMain() int {
 		return fail(setupErr("sandbox init: reading the configuration: %v", err))
 	}
 	cfgFile.Close()
+	phase.Add("configured")
 	if cfg.Rootless {
 		if e := rootlessMapped(); e != nil {
 			return fail(e)
 		}
 	}
 	// The descriptor cordon was executed through comes after the cgroup
-	// files and the fs grants' trees; init does not need it.
-	if err := unix.CloseRange(uint(7+cfg.CgroupFiles+len(cfg.Binds)+cfg.imageFiles()), ^uint(0), 0); err != nil {
+	// socket (fd 7), the fs grants' trees and the image's root; init does
+	// not need it.
+	if err := unix.CloseRange(uint(8+len(cfg.Binds)+cfg.imageFiles()), ^uint(0), 0); err != nil {
 		return fail(setupErr("sandbox init: close_range: %v", err))
 	}
+	// The run's cgroup files, sent over fd 7 once the parent made the
+	// cgroup (cgjoin_linux.go).
+	joinSock := os.NewFile(7, "cgroup join")
+	var joins, leaves []*os.File
+	if cfg.CgroupFiles > 0 {
+		files, err := receiveFiles(joinSock, 2*cfg.CgroupFiles)
+		if err != nil {
+			return fail(setupErr("sandbox init: %v", err))
+		}
+		joins, leaves = files[:cfg.CgroupFiles], files[cfg.CgroupFiles:]
+	}
+	joinSock.Close()
 
 	if e := openImageRoot(&cfg); e != nil { // image_linux.go: before the root tmpfs covers /tmp
 		return fail(e)
@@ -87,6 +104,7 @@ func initMain() int {
 			return fail(setupErr("sandbox init: %v", err))
 		}
 	}
+	phase.Add("root built")
 	if err := enc.Encode(initMessage{Ready: true}); err != nil {
 		return ExitRefused
 	}
@@ -94,16 +112,34 @@ func initMain() int {
 	if n, _ := control.Read(b[:]); n != 1 || b[0] != 'g' {
 		return ExitRefused // the parent gave up
 	}
+	phase.Add("go")
 	if cfg.Rootless {
 		if err := chownWork(cfg.UID, cfg.GID); err != nil {
 			return fail(setupErr("sandbox init: giving /work to the program: %v", err))
 		}
 	}
-	pid, e := startProgram(&cfg)
+	pid, e := startProgram(&cfg, joins)
 	if e != nil {
 		return fail(e)
 	}
+	phase.Add("program started")
+	// The program is born in the run's cgroup; this thread need not stay
+	// there (its own CPU and memory were never the program's). Once it
+	// has left, the cgroup empties when the program's processes end, and
+	// the parent removes it while init exits.
+	left := len(leaves) > 0
+	for _, f := range leaves {
+		if _, err := f.Write([]byte("0")); err != nil {
+			left = false // the parent then waits for init's exit, as without leave files
+		}
+		f.Close()
+	}
 	msg := reap(pid)
+	msg.Left = left
+	phase.Add("program reaped")
+	if cfg.Phases {
+		msg.Phases = phase.Marks()
+	}
 	if err := enc.Encode(msg); err != nil {
 		return ExitRefused
 	}
@@ -114,7 +150,7 @@ func initMain() int {
 
 // startProgram applies the last restrictions to this thread and starts
 // the program from it.
-func startProgram(cfg *initConfig) (int, *initErr) {
+func startProgram(cfg *initConfig, joins []*os.File) (int, *initErr) {
 	// Everything but stdio is closed at exec (CVE-2024-21626: a leaked
 	// fd to a host directory is a way out).
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -128,8 +164,7 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	}
 	// Join the run's cgroup (v1): this thread only, so that the program
 	// forked from it is born there. The files close before it runs.
-	for i := 0; i < cfg.CgroupFiles; i++ {
-		f := os.NewFile(uintptr(7+i), "cgroup tasks")
+	for _, f := range joins {
 		_, err := f.Write([]byte("0"))
 		f.Close()
 		if err != nil {
@@ -142,6 +177,7 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return 0, setupErr("cgroup namespace: %v", err)
 	}
+	phase.Add("cgroup joined")
 	if e := setRlimits(cfg); e != nil {
 		return 0, e
 	}
@@ -154,24 +190,28 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 	if e := restrictLandlock(cfg); e != nil {
 		return 0, e
 	}
-	if err := seccomp.Install(); err != nil {
+	phase.Add("landlock")
+	filter, err := seccomp.ParseFilter(cfg.Seccomp)
+	if err != nil {
+		return 0, setupErr("%v", err)
+	}
+	if err := filter.Install(); err != nil {
 		return 0, setupErr("seccomp: %v", err)
 	}
-	cmd := &exec.Cmd{
-		Path:   cfg.Path,
-		Args:   cfg.Argv,
-		Env:    cfg.Env,
-		Dir:    "/work",
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-		SysProcAttr: &syscall.SysProcAttr{
+	phase.Add("seccomp")
+	// syscall.ForkExec, not os/exec: init reaps by pid (reap), and os/exec
+	// would first probe the kernel for pidfds with a clone of its own.
+	pid, err := syscall.ForkExec(cfg.Path, cfg.Argv, &syscall.ProcAttr{
+		Dir:   "/work",
+		Env:   cfg.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
 			Setsid:     true, // no controlling terminal: TIOCSTI has no target
 			Pdeathsig:  syscall.SIGKILL,
 			Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), NoSetGroups: true},
 		},
-	}
-	if err := cmd.Start(); err != nil {
+	})
+	if err != nil {
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			return 0, &initErr{code: ExitNotFound, err: fmt.Errorf("%s: %v", cfg.Path, err)}
@@ -180,7 +220,7 @@ func startProgram(cfg *initConfig) (int, *initErr) {
 		}
 		return 0, setupErr("starting %s: %v", cfg.Path, err)
 	}
-	return cmd.Process.Pid, nil
+	return pid, nil
 }
 
 // reap waits for the program, then kills and reaps everything else in

@@ -192,7 +192,7 @@ func TestCreateDestroyWithoutStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	if want := []string{"cgroup", "init started", "prepared", "ready", "work"}; !slices.Equal(tr.steps, want) {
+	if want := []string{"init started", "cgroup", "prepared", "ready", "work"}; !slices.Equal(tr.steps, want) {
 		t.Errorf("Create went through %v, want %v", tr.steps, want)
 	}
 	if procStartTime(tr.pid) == "" {
@@ -345,7 +345,7 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 			if step != "Decided" && tr.steps[len(tr.steps)-1] != step {
 				t.Fatalf("Create went through %v, not stopping at %s", tr.steps, step)
 			}
-			if step != "cgroup" && tr.pid == 0 {
+			if tr.pid == 0 {
 				t.Fatalf("init was not started before %s", step)
 			}
 			nothingLeft(t, &tr, s.StateDir, fds)

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-dev/cordon/internal/phase"
 )
 
 // newRoot is where init builds the fresh root before pivot_root. It is a
@@ -59,6 +61,7 @@ func buildRoot(cfg *initConfig) *initErr {
 		if err := s.do(cfg); err != nil {
 			return setupErr("sandbox init: %s: %v", s.what, err)
 		}
+		phase.Add(s.what)
 	}
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return setupErr("sandbox init: sethostname: %v", err)

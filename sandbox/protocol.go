@@ -1,5 +1,7 @@
 package sandbox
 
+import "github.com/cordon-dev/cordon/internal/phase"
+
 // The parent and the sandbox init talk over three pipes passed as fds 3,
 // 4 and 5 of init:
 //
@@ -11,18 +13,23 @@ package sandbox
 //	                     built, then one exit (or error) message
 //	fd 6  parent ↔ init  the egress bridge (bridge_linux.go), when the
 //	                     grant set has egress rules; closed otherwise
-//	fd 7… parent → init  cgroup v1 "tasks" files (initConfig.CgroupFiles):
-//	                     init's forking thread writes "0" to each to join
-//	                     the run's cgroup, then closes them
-//	fd 7+n…              detached mount trees of the fs grants' host paths
+//	fd 7  parent → init  a unix socket: one message carrying the run's
+//	                     cgroup v1 "tasks" files (initConfig.CgroupFiles of
+//	                     them, SCM_RIGHTS), then as many of the cgroup it
+//	                     was made beneath, sent once the cgroup is made (it
+//	                     is made while init starts); init's forking thread
+//	                     writes "0" to each of the first to join the run's
+//	                     cgroup, forks the program, and writes "0" to each
+//	                     of the others to leave it again
+//	fd 8…                detached mount trees of the fs grants' host paths
 //	                     (initConfig.Binds, in order; fsgrant_linux.go):
 //	                     init attaches each while building the root
-//	fd 7+n+b             with an image runtime (initConfig.Image;
+//	fd 8+b               with an image runtime (initConfig.Image;
 //	                     image_linux.go), a detached tree of the image's
 //	                     root: init attaches it, binds the runtime from
 //	                     it and closes it after writing /etc; i is 1,
 //	                     else 0
-//	fd 7+n+b+i           cordon's own executable, which the kernel ran as
+//	fd 8+b+i             cordon's own executable, which the kernel ran as
 //	                     init through /proc/self/fd; init closes it first
 //
 // A rootless init (idmap_linux.go) is first started as
@@ -52,15 +59,19 @@ type initConfig struct {
 	FileSize    int64    `json:"fsize"`
 	NProc       int64    `json:"nproc"`
 	LandlockABI int      `json:"landlock_abi"` // the ABI to restrict with; probed by the parent
-	Hostname    string   `json:"hostname"`
-	CgroupFiles int      `json:"cgroup_files"` // fds 7… are cgroup v1 tasks files to join
-	Egress      bool     `json:"egress"`       // fd 6 is the egress bridge: start the forwarder
+	// Seccomp is the seccomp filter to load (seccomp.Filter's binary
+	// form), assembled by the parent while the kernel starts init.
+	Seccomp     []byte `json:"seccomp"`
+	Hostname    string `json:"hostname"`
+	CgroupFiles int    `json:"cgroup_files"` // how many cgroup v1 tasks files fd 7 carries
+	Egress      bool   `json:"egress"`       // fd 6 is the egress bridge: start the forwarder
+	Phases      bool   `json:"phases"`       // send init's phase marks with the exit message
 	// The grant set's fs rules (fsgrant_linux.go); empty without them.
 	Binds       []fsBind `json:"binds,omitempty"`        // host paths bound at the same path
 	ScratchExec []string `json:"scratch_exec,omitempty"` // /work or /tmp mounted executable
 	Masks       []fsMask `json:"masks,omitempty"`        // deny.fs paths hidden
 	Rootless    bool     `json:"rootless"`               // /work is init's until init gives it to the program (chownWork)
-	// Image: the runtime is an image's, whose root is fd 7+n+b;
+	// Image: the runtime is an image's, whose root is fd 8+b;
 	// ImagePath: a rootless run's image, which init opens (image.go).
 	Image     bool       `json:"image,omitempty"`
 	ImagePath *imagePath `json:"image_path,omitempty"`
@@ -73,4 +84,10 @@ type initMessage struct {
 	Signal int    `json:"signal,omitempty"` // killing signal, when Exit is nil
 	Error  string `json:"error,omitempty"`  // a setup failure
 	Code   int    `json:"code,omitempty"`   // with Error: 125, 126 or 127
+	// Left, with the exit status: init's thread left the run's cgroup
+	// after the program was born, so the cgroup is empty now.
+	Left bool `json:"left,omitempty"`
+	// Phases are init's marks (package phase), with the exit message
+	// when initConfig.Phases asked for them.
+	Phases []phase.Mark `json:"phases,omitempty"`
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/internal/phase"
 	"github.com/cordon-dev/cordon/sandbox/stage"
 	"github.com/cordon-dev/cordon/tier"
 )
@@ -78,16 +79,24 @@ func Run(ctx context.Context, s *Spec) (*Result, error) {
 	if s.Tier == tier.S4 {
 		return runGVisor(ctx, s) // gvisor_linux.go: S4 has no step-by-step lifecycle
 	}
-	sb, err := Create(ctx, s)
+	phase.Add("sandbox: run")
+	early := *s
+	early.goEarly = s.Workspace == ""
+	sb, err := Create(ctx, &early)
 	if err != nil {
 		return nil, err
 	}
 	// A cgroup that cannot be removed does not change what the run did.
-	defer func() { _ = sb.Destroy() }()
+	defer func() {
+		_ = sb.Destroy()
+		phase.Add("sandbox: destroyed")
+	}()
 	if err := sb.Start(); err != nil {
 		return nil, err
 	}
-	return sb.Wait()
+	res, err := sb.Wait()
+	phase.Add("sandbox: waited")
+	return res, err
 }
 
 // Limits bound one run. Every member must be positive; Spec.Check
@@ -215,6 +224,13 @@ type Spec struct {
 	// Image, if not nil, is the run's runtime in place of the host's
 	// (image.go); S2 and S3 only.
 	Image *ImageRuntime
+
+	// goEarly is set by Run only, when Start has nothing to stage (no
+	// workspace): Create then tells init to go with its configuration,
+	// so that init starts the program as soon as its root is built
+	// instead of waiting for a round trip through the parent. Create
+	// alone never starts the program.
+	goEarly bool
 }
 
 // Egress decides and serves network connections the sandboxed program

@@ -22,6 +22,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/internal/phase"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/tier"
@@ -137,6 +138,7 @@ func runExec(e *env, args []string) error {
 		return &usageError{msg: "exec: --powercap other than " + energy.DefaultPowercap + " with --receipt needs --journal",
 			hint: "the journal's meter entry records which powercap tree measured the receipt's energy"}
 	}
+	phase.Add("exec: flags and grants")
 	state, err := execStateDir(*stateDir)
 	if err != nil {
 		return refuse(fmt.Errorf("exec: %w", err))
@@ -204,6 +206,7 @@ func runExec(e *env, args []string) error {
 		return refuse(fmt.Errorf("exec: %w", err))
 	}
 	defer s.Close()
+	phase.Add("exec: session opened")
 	if plan := s.Plan(); plan.Err == nil && *tenant != "" && plan.Required != tier.S3 {
 		return refuse(fmt.Errorf("exec: sandbox: refused: tenant %q given for a single-tenant (%s) run", *tenant, plan.Required))
 	}
@@ -232,6 +235,7 @@ func runExec(e *env, args []string) error {
 		}
 		return refuse(fmt.Errorf("exec: %w", err))
 	}
+	phase.Add("exec: session exec")
 	res := out.Result
 	if res.TimedOut {
 		fmt.Fprintf(e.stderr, "cordon: error: exec: %s: killed after the wall-clock limit of %s\n", argv[0], limits.Wall)

@@ -18,7 +18,10 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	startPhases()
+	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	printPhases(os.Stderr)
+	os.Exit(code)
 }
 
 // env is what a verb may touch: its streams. Verbs never call os.Exit.

@@ -308,6 +308,23 @@ func (g *Group) JoinFiles() ([]*os.File, error) {
 	return g.joinFiles()
 }
 
+// LeaveFiles opens, for writing, the v1 "tasks" file of the cgroup the
+// group was made beneath (New's path is relative to it), in every
+// hierarchy and in JoinFiles' order. A thread that joined the group
+// through JoinFiles writes "0" to each to move itself out again, without
+// the global lock, once the processes it forked are born: the group then
+// empties when they end, without waiting for that thread. The same
+// conditions as JoinFiles' hold; on v2 it returns an error wrapping
+// errors.ErrUnsupported.
+func (g *Group) LeaveFiles() ([]*os.File, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, fmt.Errorf("cgroup %q: leave files: %w", g.name, os.ErrClosed)
+	}
+	return g.leaveFiles()
+}
+
 // Add moves the process pid, with all its threads, into the group in
 // every hierarchy. On error the process may be in some hierarchies and
 // not others; the caller must then kill it.

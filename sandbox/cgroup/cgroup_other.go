@@ -19,11 +19,12 @@ func (c Config) newGroup(string, Limits) (*Group, error) { return nil, unsupport
 
 // New never returns a Group here, so these are never reached.
 
-func (g *Group) add(int) error                  { return unsupported() }
-func (g *Group) stats() (Stats, error)          { return Stats{}, unsupported() }
-func (g *Group) kill() error                    { return unsupported() }
-func (g *Group) joinFiles() ([]*os.File, error) { return nil, unsupported() }
-func (g *Group) remove() error                  { return unsupported() }
+func (g *Group) add(int) error                   { return unsupported() }
+func (g *Group) stats() (Stats, error)           { return Stats{}, unsupported() }
+func (g *Group) kill() error                     { return unsupported() }
+func (g *Group) joinFiles() ([]*os.File, error)  { return nil, unsupported() }
+func (g *Group) leaveFiles() ([]*os.File, error) { return nil, unsupported() }
+func (g *Group) remove() error                   { return unsupported() }
 
 func (c Config) dirs(string) ([]string, error) { return nil, unsupported() }
 func idle(string) (bool, error)                { return false, unsupported() }

@@ -285,8 +285,29 @@ func (g *Group) joinFiles() ([]*os.File, error) {
 	if g.version != 1 {
 		return nil, fmt.Errorf("cgroup %q: joining by thread needs cgroup v1: %w", g.name, errors.ErrUnsupported)
 	}
+	return tasksFiles(g.dirs)
+}
+
+func (g *Group) leaveFiles() ([]*os.File, error) {
+	if g.version != 1 {
+		return nil, fmt.Errorf("cgroup %q: leaving by thread needs cgroup v1: %w", g.name, errors.ErrUnsupported)
+	}
+	// Each directory is its base joined with the group's path.
+	bases := make([]string, len(g.dirs))
+	for i, dir := range g.dirs {
+		base, ok := strings.CutSuffix(dir, "/"+g.name)
+		if !ok || base == "" {
+			return nil, fmt.Errorf("cgroup %q: %s does not end in the group's path", g.name, dir)
+		}
+		bases[i] = base
+	}
+	return tasksFiles(bases)
+}
+
+// tasksFiles opens the "tasks" file of each of dirs for writing.
+func tasksFiles(dirs []string) ([]*os.File, error) {
 	var files []*os.File
-	for _, dir := range g.dirs {
+	for _, dir := range dirs {
 		f, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY, 0)
 		if err != nil {
 			for _, f := range files {

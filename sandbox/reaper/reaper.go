@@ -60,7 +60,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -98,11 +97,36 @@ type Run struct {
 	Cgroups []string `json:"cgroups"`
 }
 
-var (
-	validID     = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
-	validTenant = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
-	validInst   = regexp.MustCompile(`^[0-9a-f]{12}$`)
-)
+// The forms of a label's parts, checked byte by byte: compiling the
+// equivalent regular expressions cost every cordon process (and every
+// sandbox init, which links this package) about 0.2 ms at start.
+//
+//	validID      ^[A-Za-z0-9_]{1,64}$
+//	validTenant  ^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$
+//	validInst    ^[0-9a-f]{12}$
+func validID(s string) bool { return len(s) >= 1 && len(s) <= 64 && all(s, isWord) }
+
+func validTenant(s string) bool {
+	return len(s) >= 1 && len(s) <= 64 && isWord(s[0]) && all(s[1:], func(c byte) bool { return isWord(c) || c == '-' })
+}
+
+func validInst(s string) bool {
+	return len(s) == 12 && all(s, func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' })
+}
+
+func isWord(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_'
+}
+
+// all reports whether ok holds for every byte of s.
+func all(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 // NewRun labels a new run of the instance whose state directory is
 // stateDir, owned by this process and starting now. Its Cgroups are for
@@ -121,11 +145,11 @@ func NewRun(stateDir, tenant, id string) (*Run, error) {
 
 func (r *Run) check() error {
 	switch {
-	case !validInst.MatchString(r.Instance):
+	case !validInst(r.Instance):
 		return fmt.Errorf("reaper: malformed instance %q", r.Instance)
-	case !validID.MatchString(r.ID):
+	case !validID(r.ID):
 		return fmt.Errorf("reaper: malformed run ID %q", r.ID)
-	case !validTenant.MatchString(r.Tenant):
+	case !validTenant(r.Tenant):
 		return fmt.Errorf("reaper: malformed tenant %q", r.Tenant)
 	case r.Started <= 0 || r.Owner.PID <= 0 || r.Owner.Start == 0:
 		return fmt.Errorf("reaper: run %s: malformed start or owner", r.ID)
@@ -147,7 +171,7 @@ func (r *Run) Group() string {
 // parseName reads a cgroup directory name written by Name.
 func parseName(name string) (id string, started int64, pid int, ticks uint64, ok bool) {
 	f := strings.Split(name, "-")
-	if len(f) != 4 || !validID.MatchString(f[0]) {
+	if len(f) != 4 || !validID(f[0]) {
 		return "", 0, 0, 0, false
 	}
 	var err1, err2, err3 error

@@ -305,7 +305,7 @@ func scanCgroups(inst, boot string, cands map[string]*candidate) {
 	for _, base := range bases {
 		tenants, _ := os.ReadDir(base)
 		for _, t := range tenants {
-			if !t.IsDir() || !validTenant.MatchString(t.Name()) {
+			if !t.IsDir() || !validTenant(t.Name()) {
 				continue
 			}
 			runs, _ := os.ReadDir(filepath.Join(base, t.Name()))

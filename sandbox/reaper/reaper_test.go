@@ -1,6 +1,10 @@
 package reaper
 
-import "testing"
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
 
 func TestNameRoundTrip(t *testing.T) {
 	r := &Run{Instance: InstanceID("/var/lib/cordon"), ID: "0123456789abcdef", Tenant: "alice", Started: 1700000000,
@@ -24,7 +28,31 @@ func TestNameRoundTrip(t *testing.T) {
 
 func TestInstanceID(t *testing.T) {
 	a, b := InstanceID("/var/lib/cordon"), InstanceID("/var/lib/cordon2")
-	if a == b || a != InstanceID("/var/lib/cordon") || !validInst.MatchString(a) || !validInst.MatchString(b) {
+	if a == b || a != InstanceID("/var/lib/cordon") || !validInst(a) || !validInst(b) {
 		t.Errorf("instances %q %q", a, b)
+	}
+}
+
+// The byte-by-byte checks accept exactly what the regular expressions
+// they replaced accept.
+func TestValidFormsMatchRegexps(t *testing.T) {
+	forms := []struct {
+		name string
+		f    func(string) bool
+		re   *regexp.Regexp
+	}{
+		{"validID", validID, regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)},
+		{"validTenant", validTenant, regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)},
+		{"validInst", validInst, regexp.MustCompile(`^[0-9a-f]{12}$`)},
+	}
+	inputs := []string{"", "a", "A_9", "-a", "a-", "a b", "a\n", "0123456789ab", "0123456789aB", "0123456789abc",
+		"0123456789a", "é", "a.b", "a/b", strings.Repeat("a", 63), strings.Repeat("a", 64), strings.Repeat("a", 65),
+		"_" + strings.Repeat("-", 63), "_" + strings.Repeat("-", 64), "a\x00"}
+	for _, fm := range forms {
+		for _, in := range inputs {
+			if got, want := fm.f(in), fm.re.MatchString(in); got != want {
+				t.Errorf("%s(%q) = %v, the regexp says %v", fm.name, in, got, want)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 
 	seccompbpf "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -179,10 +180,30 @@ func assemble(rules []rule, allow []string) ([]bpf.Instruction, error) {
 	}
 	// The default. The accumulator may hold an argument here, so the
 	// number is loaded again.
-	return append(prog,
+	prog = append(prog,
 		bpf.LoadAbsolute{Off: offsetNr, Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: newestKnown(info), SkipTrue: 1},
 		bpf.RetConstant{Val: uint32(seccompbpf.ActionErrno | errnoEPERM)},
 		bpf.RetConstant{Val: uint32(seccompbpf.ActionErrno | errnoENOSYS)},
-	), nil
+	)
+	if !withFastPath {
+		return prog, nil
+	}
+	// The front (fastpath.go) goes between the architecture check and the
+	// chain; every jump in the chain is relative, so it stays as it was.
+	front, leaves := fastPath(numberRuns(runtime.GOARCH, info, rules, allow))
+	const archCheck = 3
+	chain, def := archCheck+len(front), len(prog)+len(front)-4
+	for _, i := range leaves {
+		target := chain
+		if front[i].(bpf.Jump).Skip == toDefault {
+			target = def
+		}
+		front[i] = bpf.Jump{Skip: uint32(target - (archCheck + i) - 1)}
+	}
+	return slices.Concat(prog[:archCheck], front, prog[archCheck:]), nil
 }
+
+// withFastPath puts the front (fastpath.go) in the filter; tests turn it
+// off to compare the two forms.
+var withFastPath = true

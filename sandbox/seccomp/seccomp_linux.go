@@ -1,8 +1,10 @@
 package seccomp
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
+	"sync"
 
 	seccompbpf "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/net/bpf"
@@ -31,27 +33,87 @@ import (
 // Supported), and errors.ErrUnsupported on a GOARCH other than amd64 and
 // arm64.
 func Install() error {
-	if err := Supported(); err != nil {
+	f, err := Compile()
+	if err != nil {
 		return err
+	}
+	return f.Install()
+}
+
+// Filter is the assembled filter: the kernel's struct sock_filter array
+// for the running GOARCH. Compile makes it; Install loads it. Its binary
+// form (MarshalBinary, ParseFilter) is how a process that compiled it
+// hands it to another on the same host, as cordon hands it to sandbox
+// init, which then need not assemble it on its own start path.
+type Filter []unix.SockFilter
+
+// compiled is the filter, assembled once per process.
+var compiled = sync.OnceValues(func() (Filter, error) {
+	if _, err := archInfo(runtime.GOARCH); err != nil {
+		return nil, err
 	}
 	insts, err := program()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	raw, err := bpf.Assemble(insts)
 	if err != nil {
-		return fmt.Errorf("seccomp: assemble BPF: %w", err)
+		return nil, fmt.Errorf("seccomp: assemble BPF: %w", err)
 	}
-	filter := make([]unix.SockFilter, len(raw))
+	f := make(Filter, len(raw))
 	for i, in := range raw {
-		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+		f[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	return f, nil
+})
+
+// Compile returns the filter for the running GOARCH, assembling it on the
+// first call. The result is shared: callers must not modify it. Errors
+// wrap errors.ErrUnsupported on a GOARCH other than amd64 and arm64.
+func Compile() (Filter, error) { return compiled() }
+
+// filterInsnSize is the size of one struct sock_filter.
+const filterInsnSize = 8
+
+// MarshalBinary returns f as struct sock_filter records in the host's
+// byte order (code, jt, jf, k): 8 bytes each.
+func (f Filter) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, len(f)*filterInsnSize)
+	for _, in := range f {
+		b = binary.NativeEndian.AppendUint16(b, in.Code)
+		b = append(b, in.Jt, in.Jf)
+		b = binary.NativeEndian.AppendUint32(b, in.K)
+	}
+	return b, nil
+}
+
+// ParseFilter reads MarshalBinary's form. It checks only the framing
+// (a whole number of records, 1 to 4096 of them: BPF_MAXINSNS); the
+// kernel checks the program when Install loads it.
+func ParseFilter(b []byte) (Filter, error) {
+	if len(b) == 0 || len(b)%filterInsnSize != 0 || len(b)/filterInsnSize > 4096 {
+		return nil, fmt.Errorf("seccomp: a filter of %d bytes is not 1 to 4096 records of %d bytes", len(b), filterInsnSize)
+	}
+	f := make(Filter, len(b)/filterInsnSize)
+	for i := range f {
+		r := b[i*filterInsnSize:]
+		f[i] = unix.SockFilter{Code: binary.NativeEndian.Uint16(r), Jt: r[2], Jf: r[3], K: binary.NativeEndian.Uint32(r[4:])}
+	}
+	return f, nil
+}
+
+// Install loads f on the calling OS thread, with Install's preconditions
+// and effects (no_new_privs first). It checks Supported first.
+func (f Filter) Install() error {
+	if err := Supported(); err != nil {
+		return err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("seccomp: set no_new_privs: %w", err)
 	}
 	// Supported has checked filter mode, so a failure here (EINVAL: the
 	// kernel rejected the program) is not ErrUnavailable.
-	if err := setModeFilter(filter); err != nil {
+	if err := setModeFilter(f); err != nil {
 		return fmt.Errorf("seccomp: load filter: %w", err)
 	}
 	return nil
