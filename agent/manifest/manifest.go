@@ -79,7 +79,12 @@ type Manifest struct {
 	// VerifyReport is what the verify command's test report must show,
 	// nil when only its exit status counts; set only with Verify.
 	VerifyReport *VerifyReport
-	Budgets      Budgets
+	// Env is the address of the environment manifest (docs/SPEC.md §7)
+	// the run must execute in; zero when the run uses the host's runtime.
+	// The operator supplies that manifest and its image (cordon run --env
+	// --image); one with another address is refused.
+	Env     canon.ID
+	Budgets Budgets
 
 	id  canon.ID
 	jcs []byte
@@ -267,6 +272,14 @@ func Parse(data []byte) (*Manifest, error) {
 		case hasFile:
 			check(r, vo.Path("file"), checkReportFile(m, v.File))
 		}
+	}
+
+	if e, ok := o.Str("env", false); ok && r.Err() == nil {
+		id, err := canon.ParseID(e)
+		if err != nil {
+			r.Fail("env", "not the ContentId of an environment manifest: %v", err)
+		}
+		m.Env = id
 	}
 
 	if b, ok := o.Object("budgets", true); ok {

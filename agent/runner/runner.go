@@ -71,6 +71,7 @@ import (
 	"github.com/cordon-dev/cordon/internal/flock"
 	"github.com/cordon-dev/cordon/internal/nofollow"
 	"github.com/cordon-dev/cordon/internal/printable"
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/session"
 )
 
@@ -131,6 +132,11 @@ type Config struct {
 	// Env holds the operator's values of environment variables; a command
 	// receives those its task's grant set names (grants env), no others.
 	Env map[string]string
+	// Image, if not nil, is every command's runtime in place of the
+	// host's (sandbox.Spec.Image); EnvID the environment manifest it
+	// comes from, recorded in run.start.
+	Image *sandbox.ImageRuntime
+	EnvID canon.ID
 }
 
 // Outcome is what Run reports; Body is the result body committed in
@@ -418,10 +424,17 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 		r.logf("journal: entries %d to %d belong to a run that did not finish", r.committed, head.Count-1)
 	}
 	r.since = r.jw.Head().Count
-	if _, err := r.record(entry.RunStart{
+	start := entry.RunStart{
 		Manifest: m.ID().String(), Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
 		Grants: m.Grants.ID().String(), Memory: entry.Memory{Kind: r.mem.Kind(), Reason: r.mem.Reason()},
-	}); err != nil {
+	}
+	if !r.cfg.EnvID.IsZero() {
+		start.Env = r.cfg.EnvID.String()
+	}
+	if r.cfg.Image != nil {
+		start.Image = &entry.Image{Manifest: r.cfg.Image.Manifest, Config: r.cfg.Image.Config}
+	}
+	if _, err := r.record(start); err != nil {
 		return nil, err
 	}
 	mode := "dry run (writes and commands are planned, not applied)"

@@ -365,7 +365,7 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 	}
 	cmd := session.Command{
 		Argv: argv, Inputs: inputs, Outputs: t.m.Outputs, OutputsOptional: true, Wall: min(limits.Wall, left),
-		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind, Env: env,
+		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind, Env: env, Image: r.cfg.Image,
 	}
 	rr.apply(&cmd)
 	out, err := r.sess.Exec(ctx, cmd)

@@ -73,6 +73,8 @@ func runExec(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "with --stats: print them as one JSON object on stderr (stdout is the program's)")
 	stateDir := fs.String("state", "", "cordon's state directory (default: $CORDON_STATE, /var/lib/cordon as root, else $XDG_STATE_HOME/cordon or ~/.local/state/cordon)")
 	powercap := fs.String("powercap", energy.DefaultPowercap, "the powercap tree whose RAPL counters meter the CPU's energy for the receipt")
+	envFile := fs.String("env", "", "run in this environment manifest (cordon env ingest; DSSE-signed with --env-pubkey): its image must be --image's, and its variables are set where the grant set names them")
+	envPub := fs.String("env-pubkey", "", "the public key (PEM) a signed --env manifest must verify under")
 	imageRef := fs.String("image", "", "run on this OCI image's runtime instead of the host's: an OCI layout directory (DIR or DIR@sha256:…) or a docker save tarball, unpacked into the state directory's cache")
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
@@ -153,6 +155,14 @@ func runExec(e *env, args []string) error {
 			return refuse(fmt.Errorf("exec: --image: %w", err))
 		}
 	}
+	var renv *appliedEnv
+	if *envFile != "" {
+		if renv, err = loadRunEnv(e, *envFile, *envPub, img, gs); err != nil {
+			return refuse(fmt.Errorf("exec: --env: %w", err))
+		}
+	} else if *envPub != "" {
+		return &usageError{msg: "exec: --env-pubkey given without --env"}
+	}
 	ws := ""
 	if *workspace != "" {
 		ws, err = filepath.Abs(*workspace)
@@ -164,6 +174,11 @@ func runExec(e *env, args []string) error {
 	for _, name := range gs.Env {
 		if v, ok := os.LookupEnv(name); ok {
 			vars[name] = v
+		}
+	}
+	if renv != nil { // the environment's values win over the operator's
+		for k, v := range renv.Vars {
+			vars[k] = v
 		}
 	}
 	var rec *session.Recorder
@@ -270,7 +285,11 @@ func runExec(e *env, args []string) error {
 		}
 	}
 	if key != nil {
-		if err := writeExecReceipt(s, key, *receiptFile, argv, res, img); err != nil {
+		var envID canon.ID
+		if renv != nil {
+			envID = renv.ID
+		}
+		if err := writeExecReceipt(s, key, *receiptFile, argv, res, img, envID); err != nil {
 			return refuse(fmt.Errorf("exec: receipt: %w", err))
 		}
 	} else if _, err := s.StopMeters(); err != nil {
@@ -400,7 +419,7 @@ func defaultStateDir(euid int) (string, error) {
 
 // execUnit is the document a receipt's unit field addresses: what was
 // asked to run, and with what.
-func execUnit(argv []string, res *sandbox.Result, img *sandbox.ImageRuntime) ([]byte, error) {
+func execUnit(argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env canon.ID) ([]byte, error) {
 	var b strings.Builder
 	b.WriteString(`{"argv":[`)
 	for i, a := range argv {
@@ -410,6 +429,9 @@ func execUnit(argv []string, res *sandbox.Result, img *sandbox.ImageRuntime) ([]
 		b.WriteString(jsonString(a))
 	}
 	b.WriteString(`],"grants":` + jsonString(res.GrantsID.String()))
+	if !env.IsZero() { // the environment manifest it ran in
+		b.WriteString(`,"env":` + jsonString(env.String()))
+	}
 	if img != nil { // the runtime: the image's, by its digests
 		b.WriteString(`,"image":{"config":` + jsonString(img.Config))
 		if img.Manifest != "" {
@@ -431,8 +453,8 @@ func execUnit(argv []string, res *sandbox.Result, img *sandbox.ImageRuntime) ([]
 
 // writeExecReceipt seals the session: the exec unit document is the
 // unit of work, the journal's last entry (when there is one) its root.
-func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, img *sandbox.ImageRuntime) error {
-	unit, err := execUnit(argv, res, img)
+func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env canon.ID) error {
+	unit, err := execUnit(argv, res, img, env)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func TestExecUnitImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := execUnit(argv, &r, nil)
+			got, err := execUnit(argv, &r, nil, canon.ID{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +57,7 @@ func TestExecUnitImage(t *testing.T) {
 				t.Errorf("without an image:\n got %s\nwant %s", got, want)
 			}
 			img := &sandbox.ImageRuntime{Root: "/x", Manifest: "sha256:" + strings.Repeat("a", 64), Config: "sha256:" + strings.Repeat("b", 64)}
-			got, err = execUnit(argv, &r, img)
+			got, err = execUnit(argv, &r, img, canon.ID{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,7 +66,7 @@ func TestExecUnitImage(t *testing.T) {
 				t.Errorf("with an image: %s", got)
 			}
 			img.Manifest = "" // a docker save tarball
-			got, _ = execUnit(argv, &r, img)
+			got, _ = execUnit(argv, &r, img, canon.ID{})
 			if !strings.Contains(string(got), `"image":{"config":"`+img.Config+`"},"inputs"`) {
 				t.Errorf("with a tarball's image: %s", got)
 			}

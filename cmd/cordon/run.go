@@ -14,10 +14,12 @@ import (
 	"github.com/cordon-dev/cordon/agent/memory"
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/agent/runner"
+	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
+	"github.com/cordon-dev/cordon/sandbox"
 )
 
 // auditKeyEnv holds a PEM private key that signs a run's result when no
@@ -39,6 +41,9 @@ func runRun(e *env, args []string) error {
 	noGit := fs.Bool("no-git", false, "keep memory in plain files even when git is installed")
 	tenant := fs.String("tenant", "", "the tenant commands run as when the manifest's grant set is multi-tenant (S3)")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object for machines")
+	envFile := fs.String("env", "", "run every command in this environment manifest (its address must be the manifest's env member, when it has one); needs --image")
+	envPub := fs.String("env-pubkey", "", "the public key (PEM) a signed --env manifest must verify under")
+	imageRef := fs.String("image", "", "run every command on this OCI image's runtime (an OCI layout DIR or DIR@sha256:…, or a docker save tarball)")
 	recordFile := fs.String("record", "", "write every model response to this new file in the replay format (docs/SPEC.md §6.7), to replay the session later")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -100,12 +105,45 @@ func runRun(e *env, args []string) error {
 			vars[name] = v
 		}
 	}
+	// The environment: an image runtime, and an environment manifest
+	// whose address the run manifest may pin.
+	var img *sandbox.ImageRuntime
+	var envID canon.ID
+	if *imageRef != "" {
+		ist, err := execStateDir(*stateDir)
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		if img, err = execImage(ist, *imageRef); err != nil {
+			return fmt.Errorf("run: --image: %w", err)
+		}
+	}
+	switch {
+	case *envFile != "":
+		renv, err := loadRunEnv(e, *envFile, *envPub, img, m.Grants)
+		if err != nil {
+			return fmt.Errorf("run: --env: %w", err)
+		}
+		if !m.Env.IsZero() && renv.ID != m.Env {
+			return withHint(fmt.Errorf("run: --env: environment %s is not the manifest's environment %s", renv.ID, m.Env),
+				"the manifest pins its environment by address: ingest the devcontainer.json it names, or change the manifest")
+		}
+		envID = renv.ID
+		for k, v := range renv.Vars { // the environment's values win over the operator's
+			vars[k] = v
+		}
+	case !m.Env.IsZero():
+		return withHint(fmt.Errorf("run: the manifest runs in environment %s: pass it with --env and its image with --image", m.Env),
+			"'cordon env ingest' makes the environment manifest from the devcontainer.json")
+	case *envPub != "":
+		return &usageError{msg: "run: --env-pubkey given without --env"}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: *apply, Key: key, SandboxState: state, Tenant: *tenant,
 		Memory: memory.Options{NoGit: *noGit}, Log: prefixWriter{w: e.stderr, prefix: "cordon: "}, Version: version,
-		Env: vars,
+		Env: vars, Image: img, EnvID: envID,
 	})
 	if errors.Is(err, journal.ErrTorn) {
 		return withHint(fmt.Errorf("run: %w", err), fmt.Sprintf("a crash left a partial last entry; 'cordon journal repair %s' removes it",

@@ -285,6 +285,8 @@ type RunStart struct {
 	Model    string `json:"model"`
 	Grants   string `json:"grants"`
 	Memory   Memory `json:"memory"`
+	Env      string `json:"env,omitempty"`   // the environment manifest's address, when the run has one
+	Image    *Image `json:"image,omitempty"` // the image runtime's digests, when the run has one
 }
 
 func (RunStart) Name() string { return "run.start" }
