@@ -43,7 +43,9 @@ type queue struct {
 
 // jobTimeout is how long one execution may take before the queue
 // cancels it: the operator's maximum plus a margin for sealing.
-func (s *Server) jobTimeout() time.Duration { return s.cfg.MaxWall + min(30*time.Second, s.cfg.MaxWall) }
+func (s *Server) jobTimeout() time.Duration {
+	return s.cfg.MaxWall + min(30*time.Second, s.cfg.MaxWall)
+}
 
 // newQueue opens the River queue on the store's database (SQLite or
 // PostgreSQL: one path), migrates River's tables, recovers what an

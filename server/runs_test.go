@@ -168,7 +168,9 @@ func TestHostileTenant(t *testing.T) {
 	bad := strings.Replace(projectFor("true"), `"files":{`, `"files":{".cordon/result.json":"x",`, 1)
 	e.must(400, "PUT", "/v1/projects/p", e.keys["member"], bad)
 	// The project is unchanged by refused writes.
-	var p struct{ Config struct{ Tasks map[string]any } }
+	var p struct {
+		Config struct{ Tasks map[string]any }
+	}
 	e.must(200, "GET", "/v1/projects/p", e.keys["member"], "").json(t, &p)
 	if _, ok := p.Config.Tasks["t"]; !ok || len(p.Config.Tasks) != 1 {
 		t.Fatalf("project changed: %+v", p)

@@ -30,11 +30,11 @@ import (
 
 // Defaults of Config's zero values.
 const (
-	DefaultMaxBody     = 1 << 20
-	DefaultMaxWall     = 30 * time.Minute
-	DefaultHeaderWait  = 10 * time.Second
-	DefaultBodyWait    = 30 * time.Second
-	DefaultWorkers     = 4
+	DefaultMaxBody    = 1 << 20
+	DefaultMaxWall    = 30 * time.Minute
+	DefaultHeaderWait = 10 * time.Second
+	DefaultBodyWait   = 30 * time.Second
+	DefaultWorkers    = 4
 )
 
 // Config is one control plane.

@@ -74,6 +74,7 @@ const (
 
 // Store is the control plane's database.
 type Store struct {
+	dsn    string
 	db     *sql.DB
 	engine Engine
 	now    func() time.Time
@@ -83,7 +84,7 @@ type Store struct {
 // "postgresql://…" is PostgreSQL; anything else is a SQLite file path.
 // It migrates the schema to the latest version.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	s := &Store{now: time.Now}
+	s := &Store{now: time.Now, dsn: dsn}
 	var err error
 	var dialect goose.Dialect
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
@@ -125,6 +126,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 
 // DB is the underlying database (the queue shares it on SQLite).
 func (s *Store) DB() *sql.DB { return s.db }
+
+// DSN is the DSN the store was opened with (the queue's PostgreSQL
+// pool connects with it).
+func (s *Store) DSN() string { return s.dsn }
 
 // Engine is the database engine.
 func (s *Store) Engine() Engine { return s.engine }
