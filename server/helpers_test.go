@@ -104,7 +104,7 @@ func (f *fakeExec) executions(id string) int {
 type env struct {
 	t     *testing.T
 	srv   *server.Server
-	http  *httptest.Server
+	url   string
 	store *store.Store
 	dir   string
 	// principals' keys
@@ -116,6 +116,7 @@ type env struct {
 
 type envOpts struct {
 	exec     server.Executor
+	real     bool // the agent runner in the sandbox
 	postgres bool
 	maxWall  time.Duration
 	rescue   time.Duration
@@ -144,11 +145,11 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.exec == nil {
+	if o.exec == nil && !o.real {
 		o.exec = newFake()
 	}
 	cfg := server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true,
-		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, WorkerID: "test"}
+		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, WorkerID: "test-" + filepath.Base(dir)}
 	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		cancel()
 		st.Close()
 	})
-	return &env{t: t, srv: s, http: hs, store: st, dir: dir, keys: map[string]string{"none": "", "admin": adminKey}}
+	return &env{t: t, srv: s, url: hs.URL, store: st, dir: dir, keys: map[string]string{"none": "", "admin": adminKey}}
 }
 
 type resp struct {
@@ -183,7 +184,7 @@ func (r resp) json(t *testing.T, v any) {
 
 func (e *env) do(method, path, key, body string, hdr ...string) resp {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.http.URL+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}

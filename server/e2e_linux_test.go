@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-dev/cordon/evidence/runrecord"
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/store"
+)
+
+// TestEvidenceVerifiesOffline runs a submitted, approved run through the
+// queue, the agent runner and the sandbox, downloads its evidence, and
+// verifies it offline against the server's public key, as
+// `cordon verify run --pubkey` does.
+func TestEvidenceVerifiesOffline(t *testing.T) {
+	e := newEnv(t, envOpts{real: true})
+	e.setup(projectFor("true"))
+	id := e.submit(e.keys["member"])
+	e.must(200, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
+	got := e.wait(id, e.keys["member"], 60*time.Second)
+	if got.State != store.StateFinished || got.Tier == "" || got.Status == "" {
+		log, _ := os.ReadFile(filepath.Join(e.dir, "runs", id, "log"))
+		t.Fatalf("run %+v\nlog:\n%s", got, log)
+	}
+	pubPEM := e.must(200, "GET", "/v1/steward.pub", "", "").body
+	pub, err := sign.ParsePublic(pubPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.must(200, "GET", "/v1/runs/"+id+"/journal", e.keys["tenant"], "")
+	if !bytes.Contains(j.body, []byte(`"run.end"`)) {
+		t.Fatalf("journal without run.end: %.300s", j.body)
+	}
+	ev := e.must(200, "GET", "/v1/runs/"+id+"/evidence", e.keys["member"], "")
+	dir := t.TempDir()
+	untar(t, ev.body, dir)
+	ws := filepath.Join(dir, id)
+	rep := runrecord.Verify(ws, &pub)
+	if rep.Failed() || !rep.Trusted {
+		t.Fatalf("evidence does not verify: %+v", rep.Checks)
+	}
+	// Tampering is caught: the evidence is checked, not trusted.
+	res := filepath.Join(ws, runrecord.StateDir, runrecord.ResultFile)
+	b, _ := os.ReadFile(res)
+	os.WriteFile(res, bytes.Replace(b, []byte(`"finished"`), []byte(`"verified"`), 1), 0o644)
+	if rep := runrecord.Verify(ws, &pub); !rep.Failed() {
+		t.Fatal("a tampered result verifies")
+	}
+}
+
+func untar(t *testing.T, b []byte, dir string) {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(h.Name, "..") {
+			t.Fatalf("entry %q", h.Name)
+		}
+		p := filepath.Join(dir, h.Name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			data, _ := io.ReadAll(tr)
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
