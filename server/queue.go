@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -167,7 +168,11 @@ func (q *queue) recover(ctx context.Context) error {
 				s.metrics.runs.WithLabelValues("interrupted").Inc()
 			}
 		}
-		if rep, err := reaper.Sweep(filepath.Join(s.cfg.StateDir, "sandbox"), reaper.Options{Wait: true}); err != nil {
+		sb := filepath.Join(s.cfg.StateDir, "sandbox")
+		if err := os.MkdirAll(sb, 0o700); err != nil {
+			return fmt.Errorf("server: sandbox state: %w", err)
+		}
+		if rep, err := reaper.Sweep(sb, reaper.Options{Wait: true}); err != nil {
 			s.log.WarnContext(ctx, "reaping leftover sandboxes", slog.String("err", err.Error()))
 		} else if len(rep.Removed) > 0 {
 			s.log.InfoContext(ctx, "reaped leftover sandboxes", slog.Int("removed", len(rep.Removed)))

@@ -231,7 +231,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
 	if e.Code >= 500 {
 		lvl = slog.LevelError
 	}
-	attrs := []any{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", e.Code), slog.String("msg", e.Msg)}
+	attrs := []any{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", e.Code), slog.String("reason", e.Msg)}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("err", e.Err.Error()))
 	}
