@@ -78,7 +78,8 @@ func newQueue(ctx context.Context, s *Server) (*queue, error) {
 		if err = migrateRiver(ctx, drv); err != nil {
 			return nil, err
 		}
-		rc.PollOnly = true
+		rc.PollOnly = true // no LISTEN/NOTIFY: poll often, it is a local file
+		rc.FetchPollInterval = 10 * time.Millisecond
 		q.client, err = river.NewClient(drv, rc)
 	case store.Postgres:
 		if q.pool, err = pgxpool.New(ctx, s.store.DSN()); err != nil {

@@ -87,7 +87,7 @@ func (s *Store) CreateRun(ctx context.Context, tenantID, projectID, task string,
 
 // Run returns a tenant's run; another tenant's is ErrNotFound.
 func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
-	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`), id, tenantID))
+	r, err := scanRun(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`), id, tenantID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 	}
@@ -97,7 +97,7 @@ func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
 // RunByID returns a run whatever its tenant: for the executor, which
 // holds only the id a queued job names.
 func (s *Store) RunByID(ctx context.Context, id string) (*Run, error) {
-	r, err := scanRun(s.db.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ?`), id))
+	r, err := scanRun(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 	}
@@ -106,7 +106,7 @@ func (s *Store) RunByID(ctx context.Context, id string) (*Run, error) {
 
 // Runs lists a tenant's runs, newest first, at most limit.
 func (s *Store) Runs(ctx context.Context, tenantID string, limit int) ([]*Run, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, id LIMIT ?`), tenantID, limit)
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, id LIMIT ?`), tenantID, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (s *Store) Runs(ctx context.Context, tenantID string, limit int) ([]*Run, e
 
 // RunsIn lists every run in a state, oldest first (recovery).
 func (s *Store) RunsIn(ctx context.Context, state string) ([]*Run, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE state = ? ORDER BY created_at, id`), state)
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE state = ? ORDER BY created_at, id`), state)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +278,7 @@ func (s *Store) Interrupted(ctx context.Context, id, reason string) (bool, error
 // CancelRequested reports whether a running run has been asked to stop.
 func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
 	var by sql.NullString
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT cancelled_by FROM runs WHERE id = ?`), id).Scan(&by)
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT cancelled_by FROM runs WHERE id = ?`), id).Scan(&by)
 	return by.Valid, err
 }
 

@@ -75,7 +75,8 @@ const (
 // Store is the control plane's database.
 type Store struct {
 	dsn    string
-	db     *sql.DB
+	db     *sql.DB // writes (and PostgreSQL's reads)
+	rdb    *sql.DB // reads: on SQLite a pool of its own, which WAL lets run beside the one writer
 	engine Engine
 	now    func() time.Time
 }
@@ -102,6 +103,19 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	if s.engine == SQLite {
+		// One connection: SQLite has one writer, and queueing writers in
+		// database/sql is fairer and faster than SQLITE_BUSY retries
+		// (River's SQLite driver recommends the same).
+		s.db.SetMaxOpenConns(1)
+		if s.rdb, err = sql.Open("sqlite", "file:"+dsn+"?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"); err != nil {
+			s.db.Close()
+			return nil, fmt.Errorf("store: open: %w", err)
+		}
+		s.rdb.SetMaxOpenConns(8)
+	} else {
+		s.rdb = s.db
 	}
 	if err := s.db.PingContext(ctx); err != nil {
 		s.db.Close()
@@ -135,10 +149,15 @@ func (s *Store) DSN() string { return s.dsn }
 func (s *Store) Engine() Engine { return s.engine }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	if s.rdb != s.db {
+		s.rdb.Close()
+	}
+	return s.db.Close()
+}
 
 // Ping checks the database answers (readiness).
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+func (s *Store) Ping(ctx context.Context) error { return s.rdb.PingContext(ctx) }
 
 // q rewrites ? placeholders to PostgreSQL's $n.
 func (s *Store) q(query string) string {
@@ -220,7 +239,7 @@ func (s *Store) Tenant(ctx context.Context, id string) (*Tenant, error) {
 	var t Tenant
 	var ceiling string
 	var created int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT id, name, ceiling, created_at FROM tenants WHERE id = ?`), id).Scan(&t.ID, &t.Name, &ceiling, &created)
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT id, name, ceiling, created_at FROM tenants WHERE id = ?`), id).Scan(&t.ID, &t.Name, &ceiling, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: tenant %q: %w", id, ErrNotFound)
 	}
@@ -233,7 +252,7 @@ func (s *Store) Tenant(ctx context.Context, id string) (*Tenant, error) {
 
 // Tenants lists every tenant.
 func (s *Store) Tenants(ctx context.Context) ([]*Tenant, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, name, ceiling, created_at FROM tenants ORDER BY created_at, id`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id, name, ceiling, created_at FROM tenants ORDER BY created_at, id`)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +309,7 @@ func (s *Store) CreateUser(ctx context.Context, tenantID, name, role string) (*U
 func (s *Store) user(ctx context.Context, tenantID, id string) (*User, error) {
 	var u User
 	var created int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT id, tenant_id, name, role, created_at FROM users WHERE id = ? AND tenant_id = ?`), id, tenantID).
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT id, tenant_id, name, role, created_at FROM users WHERE id = ? AND tenant_id = ?`), id, tenantID).
 		Scan(&u.ID, &u.TenantID, &u.Name, &u.Role, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: user %q: %w", id, ErrNotFound)
@@ -333,7 +352,7 @@ func (s *Store) CreateKey(ctx context.Context, tenantID, userID string) (*Key, s
 
 // Keys lists a tenant's keys, revoked ones included.
 func (s *Store) Keys(ctx context.Context, tenantID string) ([]*Key, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id, tenant_id, user_id, hint, created_at, revoked_at FROM keys WHERE tenant_id = ? ORDER BY created_at, id`), tenantID)
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT id, tenant_id, user_id, hint, created_at, revoked_at FROM keys WHERE tenant_id = ? ORDER BY created_at, id`), tenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +418,7 @@ type Principal struct {
 func (s *Store) Authenticate(ctx context.Context, secret string) (*Principal, error) {
 	var p Principal
 	var uid, name, role sql.NullString
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT k.tenant_id, k.id, k.user_id, u.name, u.role FROM keys k LEFT JOIN users u ON u.id = k.user_id
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT k.tenant_id, k.id, k.user_id, u.name, u.role FROM keys k LEFT JOIN users u ON u.id = k.user_id
 		WHERE k.hash = ? AND k.revoked_at IS NULL`), HashKey(secret)).Scan(&p.TenantID, &p.KeyID, &uid, &name, &role)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrUnauthorized
@@ -472,7 +491,7 @@ func (s *Store) Project(ctx context.Context, tenantID, name string) (*Project, e
 	var p Project
 	var config string
 	var created, updated int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT id, tenant_id, name, config, created_at, updated_at FROM projects WHERE tenant_id = ? AND name = ?`), tenantID, name).
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT id, tenant_id, name, config, created_at, updated_at FROM projects WHERE tenant_id = ? AND name = ?`), tenantID, name).
 		Scan(&p.ID, &p.TenantID, &p.Name, &config, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: project %q: %w", name, ErrNotFound)
@@ -486,7 +505,7 @@ func (s *Store) Project(ctx context.Context, tenantID, name string) (*Project, e
 
 // Projects lists a tenant's projects.
 func (s *Store) Projects(ctx context.Context, tenantID string) ([]*Project, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id, name, created_at, updated_at FROM projects WHERE tenant_id = ? ORDER BY name`), tenantID)
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT id, name, created_at, updated_at FROM projects WHERE tenant_id = ? ORDER BY name`), tenantID)
 	if err != nil {
 		return nil, err
 	}
