@@ -60,7 +60,6 @@ func projectFor(argv ...string) string {
 type fakeExec struct {
 	mu      sync.Mutex
 	count   map[string]int // guarded by mu
-	running int            // guarded by mu
 	maxConc map[string]int // guarded by mu: the most concurrent executions of one run
 	cur     map[string]int // guarded by mu
 	block   bool

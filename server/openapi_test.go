@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -69,5 +70,44 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	slices.Sort(served)
 	if !slices.Equal(documented, served) {
 		t.Fatalf("openapi.json and the router differ (go test ./server -run TestOpenAPI -update rewrites it):\ndocumented %q\nserved     %q", documented, served)
+	}
+}
+
+// TestMetrics: /metrics (admin) exposes request latencies by route
+// pattern, never by raw path, and run events.
+func TestMetrics(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.setup(projectFor("true"))
+	id := e.submit(e.keys["member"])
+	e.must(200, "GET", "/v1/runs/"+id, e.keys["member"], "")
+	b := string(e.must(200, "GET", "/metrics", adminKey, "").body)
+	for _, want := range []string{
+		`cordon_runs_total{event="submitted"} 1`,
+		`cordon_http_request_duration_seconds_count{route="GET /v1/runs/{run}",code="200"} 1`,
+		`# TYPE cordon_http_request_duration_seconds histogram`,
+	} {
+		if !strings.Contains(b, want) {
+			t.Errorf("metrics lack %q:\n%s", want, b)
+		}
+	}
+	if strings.Contains(b, id) {
+		t.Error("metrics name a run id")
+	}
+}
+
+// TestNoInitOpeners keeps out of the cordon binary a package known to
+// open a file while it initializes: every process of the binary runs
+// package initialization, the sandbox's init included, which closes every
+// inherited descriptor and would take Go's network poller with it
+// (docs/DEPENDENCIES.md, "Decided against").
+func TestNoInitOpeners(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/cordon-dev/cordon/cmd/cordon").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, bad := range []string{"google.golang.org/protobuf/internal/detrand"} {
+		if slices.Contains(strings.Fields(string(out)), bad) {
+			t.Errorf("cmd/cordon links %s, which opens the executable at initialization", bad)
+		}
 	}
 }

@@ -166,7 +166,7 @@ func (q *queue) recover(ctx context.Context) error {
 				return fmt.Errorf("server: recovery: %w", err)
 			} else if ok {
 				s.log.WarnContext(ctx, "run interrupted by a restart", slog.String("run", r.ID))
-				s.metrics.runs.WithLabelValues("interrupted").Inc()
+				s.metrics.run("interrupted")
 			}
 		}
 		sb := filepath.Join(s.cfg.StateDir, "sandbox")
@@ -219,7 +219,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 			if ok, err := s.store.Interrupted(ctx, id, reason); err != nil {
 				return err
 			} else if ok {
-				s.metrics.runs.WithLabelValues("interrupted").Inc()
+				s.metrics.run("interrupted")
 			}
 		}
 		return nil
@@ -236,9 +236,9 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	if _, err := s.store.Finish(rec, id, attempt, out); err != nil {
 		return err
 	}
-	s.metrics.runs.WithLabelValues(out.State).Inc()
+	s.metrics.run(out.State)
 	if run.StartedAt != nil {
-		s.metrics.execution.WithLabelValues(out.State).Observe(time.Since(*run.StartedAt).Seconds())
+		s.metrics.executed(out.State, time.Since(*run.StartedAt))
 	}
 	s.log.InfoContext(ctx, "run ended", slog.String("run", id), slog.String("state", out.State), slog.String("reason", out.Reason))
 	return nil

@@ -398,7 +398,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, storeError(err, "run"))
 		return
 	}
-	s.metrics.runs.WithLabelValues("submitted").Inc()
+	s.metrics.run("submitted")
 	writeJSON(w, 201, s.view(run))
 }
 
@@ -471,7 +471,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 503, Msg: "approved, but the queue did not take it; it will be queued when the server restarts", Err: err})
 		return
 	}
-	s.metrics.runs.WithLabelValues("approved").Inc()
+	s.metrics.run("approved")
 	run, _ = s.store.Run(r.Context(), p.TenantID, id)
 	writeJSON(w, 200, s.view(run))
 }
@@ -482,7 +482,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, storeError(err, "run"))
 		return
 	}
-	s.metrics.runs.WithLabelValues("rejected").Inc()
+	s.metrics.run("rejected")
 	run, _ := s.store.Run(r.Context(), p.TenantID, r.PathValue("run"))
 	writeJSON(w, 200, s.view(run))
 }

@@ -25,7 +25,6 @@ import (
 
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/store"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults of Config's zero values.
@@ -74,8 +73,6 @@ type Config struct {
 	HeaderTimeout, BodyTimeout time.Duration
 	// Executor runs one run; nil is the agent runner in the sandbox.
 	Executor Executor
-	// Registry receives the metrics; nil makes a new one.
-	Registry *prometheus.Registry
 }
 
 // Server is a control plane.
@@ -128,11 +125,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Executor == nil {
 		cfg.Executor = &RunnerExecutor{StateDir: cfg.StateDir, Key: cfg.Key, Version: cfg.Version}
 	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-	}
 	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Log, adminHash: sha256.Sum256([]byte(cfg.AdminKey))}
-	s.metrics = newMetrics(cfg.Registry)
+	s.metrics = newMetrics()
 	s.mux = http.NewServeMux()
 	for _, rt := range s.table() {
 		s.routes = append(s.routes, rt)
