@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cordon-dev/cordon/agent/mailbox"
 	"github.com/cordon-dev/cordon/agent/runner"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/store"
@@ -53,6 +54,8 @@ func (s *Server) table() []Route {
 		{"POST", "/v1/runs/{run}/approve", GuardApprover, s.approve},
 		{"POST", "/v1/runs/{run}/reject", GuardApprover, s.reject},
 		{"POST", "/v1/runs/{run}/cancel", GuardUser, s.cancel},
+		{"GET", "/v1/runs/{run}/mailbox", GuardTenant, s.mailboxList},
+		{"POST", "/v1/runs/{run}/mailbox", GuardUser, s.mailboxPost},
 	}
 }
 
@@ -603,4 +606,83 @@ func checkSnapshot(snap, ceiling []byte, maxWall time.Duration) error {
 	}
 	_, err = parseTask(tc, c, maxWall)
 	return err
+}
+
+// runWorkspace returns a tenant's run and its workspace, which exists
+// once the run has started.
+func (s *Server) runWorkspace(r *http.Request) (*store.Run, string, *apiError) {
+	run, err := s.store.Run(r.Context(), tenantOf(r).TenantID, r.PathValue("run"))
+	if err != nil {
+		return nil, "", storeError(err, "run")
+	}
+	ws := filepath.Join(s.runDir(run.ID), "ws")
+	if _, err := os.Lstat(ws); err != nil {
+		return nil, "", &apiError{Code: 409, Msg: "the run has no workspace yet (state " + run.State + "); its mailbox opens when it runs"}
+	}
+	return run, ws, nil
+}
+
+// mailboxList returns the run's mailbox: the agent's messages and the
+// replies of the tenant's users (agent/mailbox).
+func (s *Server) mailboxList(w http.ResponseWriter, r *http.Request) {
+	_, ws, ae := s.runWorkspace(r)
+	if ae != nil {
+		s.fail(w, r, ae)
+		return
+	}
+	agent, err := mailbox.List(ws, mailbox.FromAgent)
+	if err != nil {
+		s.fail(w, r, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err})
+		return
+	}
+	op, err := mailbox.List(ws, mailbox.FromOperator)
+	if err != nil {
+		s.fail(w, r, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err})
+		return
+	}
+	if agent == nil {
+		agent = []mailbox.Message{}
+	}
+	if op == nil {
+		op = []mailbox.Message{}
+	}
+	writeJSON(w, 200, map[string]any{"agent": agent, "operator": op})
+}
+
+// mailboxPost posts a user's reply to the agent. The text is the
+// mailbox's (checked by mailbox.Post); it is input to the model, never
+// configuration.
+func (s *Server) mailboxPost(w http.ResponseWriter, r *http.Request) {
+	b, ae := readBody(r)
+	if ae != nil {
+		s.fail(w, r, ae)
+		return
+	}
+	var req struct {
+		Text string `json:"text"`
+	}
+	if err := decodeStrict(b, &req); err != nil {
+		s.fail(w, r, &apiError{Code: 400, Msg: "mailbox: " + err.Error() + " (a message has only the member \"text\")"})
+		return
+	}
+	run, ws, ae := s.runWorkspace(r)
+	if ae != nil {
+		s.fail(w, r, ae)
+		return
+	}
+	if store.Terminal(run.State) {
+		s.fail(w, r, &apiError{Code: 409, Msg: "the run has ended (state " + run.State + "); no one reads its mailbox"})
+		return
+	}
+	m, err := mailbox.Post(ws, mailbox.FromOperator, req.Text, time.Now())
+	if errors.Is(err, mailbox.ErrInvalid) {
+		s.fail(w, r, &apiError{Code: 400, Msg: err.Error()})
+		return
+	}
+	if err != nil {
+		s.fail(w, r, &apiError{Code: 409, Msg: "the message could not be posted", Err: err})
+		return
+	}
+	s.log.InfoContext(r.Context(), "mailbox reply", "run", run.ID, "user", tenantOf(r).UserID, "seq", m.Seq)
+	writeJSON(w, 201, m)
 }

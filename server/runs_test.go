@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -280,4 +282,39 @@ func TestSlowClients(t *testing.T) {
 	closedWithin("slow body", func(c net.Conn) {
 		fmt.Fprintf(c, "POST /v1/tenants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\n{", adminKey)
 	})
+}
+
+// TestMailbox: the tenant's users reach a running run's mailbox over the
+// API; before the run has a workspace, and after it ends, posting is
+// refused; strict bodies.
+func TestMailbox(t *testing.T) {
+	f := newFake()
+	f.block = true
+	e := newEnv(t, envOpts{exec: f})
+	e.setup(projectFor("true"))
+	id := e.submit(e.keys["member"])
+	e.must(409, "POST", "/v1/runs/"+id+"/mailbox", e.keys["member"], `{"text":"hi"}`)
+	e.must(200, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
+	<-f.started
+	if err := os.MkdirAll(filepath.Join(e.dir, "runs", id, "ws"), 0o700); err != nil { // the fake executor makes none
+		t.Fatal(err)
+	}
+	e.must(400, "POST", "/v1/runs/"+id+"/mailbox", e.keys["member"], `{"text":"hi","from":"agent"}`)
+	e.must(400, "POST", "/v1/runs/"+id+"/mailbox", e.keys["member"], `{"text":"a\u0000b"}`)
+	e.must(403, "POST", "/v1/runs/"+id+"/mailbox", e.keys["tenant"], `{"text":"hi"}`)
+	e.must(404, "POST", "/v1/runs/"+id+"/mailbox", e.keys["other-member"], `{"text":"hi"}`)
+	e.must(201, "POST", "/v1/runs/"+id+"/mailbox", e.keys["member"], `{"text":"carry on"}`)
+	var box struct {
+		Agent, Operator []struct {
+			Seq  int
+			Text string
+		}
+	}
+	e.must(200, "GET", "/v1/runs/"+id+"/mailbox", e.keys["tenant"], "").json(t, &box)
+	if len(box.Operator) != 1 || box.Operator[0].Text != "carry on" || len(box.Agent) != 0 {
+		t.Fatalf("mailbox %+v", box)
+	}
+	e.must(202, "POST", "/v1/runs/"+id+"/cancel", e.keys["member"], "")
+	e.wait(id, e.keys["member"], 10*time.Second)
+	e.must(409, "POST", "/v1/runs/"+id+"/mailbox", e.keys["member"], `{"text":"late"}`)
 }
