@@ -226,7 +226,11 @@ func TestAuthzSurfaceCatchesDrift(t *testing.T) {
 // authorization (401/403), and another tenant's key never sees this
 // tenant's resources (404).
 func TestAuthzMatrix(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	bothEngines(t, func(t *testing.T, pg bool) { authzMatrix(t, pg) })
+}
+
+func authzMatrix(t *testing.T, pg bool) {
+	e := newEnv(t, envOpts{postgres: pg})
 	e.setup(projectFor("true"))
 	s := loadSurface(t)
 	principals := []string{"none", "other", "tenant", "member", "approver", "admin", "explicit"}

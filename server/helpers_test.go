@@ -276,3 +276,9 @@ func (e *env) wait(id, key string, within time.Duration) *store.Run {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// bothEngines runs f on an embedded SQLite server and on a PostgreSQL one.
+func bothEngines(t *testing.T, f func(t *testing.T, pg bool)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, false) })
+	t.Run("postgres", func(t *testing.T) { f(t, true) })
+}

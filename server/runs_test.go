@@ -20,8 +20,12 @@ import (
 // executes) until an approver other than the submitter approves it;
 // then it executes once and records who approved it and when.
 func TestApproveIsTheSoleTrigger(t *testing.T) {
+	bothEngines(t, func(t *testing.T, pg bool) { approveSoleTrigger(t, pg) })
+}
+
+func approveSoleTrigger(t *testing.T, pg bool) {
 	f := newFake()
-	e := newEnv(t, envOpts{exec: f})
+	e := newEnv(t, envOpts{exec: f, postgres: pg})
 	e.setup(projectFor("true"))
 	id := e.submit(e.keys["member"])
 	// A plan executes nothing.
@@ -49,8 +53,12 @@ func TestApproveIsTheSoleTrigger(t *testing.T) {
 // TestSelfApprovalRefused: an approver cannot approve (or reject) a run
 // they submitted, and a member cannot approve at all.
 func TestSelfApprovalRefused(t *testing.T) {
+	bothEngines(t, func(t *testing.T, pg bool) { selfApprovalRefused(t, pg) })
+}
+
+func selfApprovalRefused(t *testing.T, pg bool) {
 	f := newFake()
-	e := newEnv(t, envOpts{exec: f})
+	e := newEnv(t, envOpts{exec: f, postgres: pg})
 	e.setup(projectFor("true"))
 	id := e.submit(e.keys["approver"])
 	r := e.do("POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
@@ -136,7 +144,11 @@ func TestCallerInputIsNotConfiguration(t *testing.T) {
 // TestHostileTenant: guessing ids, another tenant's keys, oversized and
 // malformed bodies, projects beyond the ceiling.
 func TestHostileTenant(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	bothEngines(t, func(t *testing.T, pg bool) { hostileTenant(t, pg) })
+}
+
+func hostileTenant(t *testing.T, pg bool) {
+	e := newEnv(t, envOpts{postgres: pg})
 	e.setup(projectFor("true"))
 	id := e.submit(e.keys["member"])
 	for _, k := range []string{"other", "other-member", "other-approver"} {
@@ -200,9 +212,13 @@ func TestCeilingTightenedStopsRuns(t *testing.T) {
 // TestCancelStopsRunning: cancel of a running run stops its execution
 // and records cancelled with who.
 func TestCancelStopsRunning(t *testing.T) {
+	bothEngines(t, func(t *testing.T, pg bool) { cancelStopsRunning(t, pg) })
+}
+
+func cancelStopsRunning(t *testing.T, pg bool) {
 	f := newFake()
 	f.block = true
-	e := newEnv(t, envOpts{exec: f})
+	e := newEnv(t, envOpts{exec: f, postgres: pg})
 	e.setup(projectFor("true"))
 	id := e.submit(e.keys["member"])
 	e.must(200, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
