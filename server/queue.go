@@ -1,12 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +20,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/cordon-dev/cordon/agent/runner"
 	"github.com/cordon-dev/cordon/sandbox/reaper"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -233,6 +237,11 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	if req, _ := s.store.CancelRequested(rec, id); req && out.State != store.StateFinished {
 		out.State, out.Reason = store.StateCancelled, "cancelled while running; the sandbox was torn down"
 	}
+	if err := s.saveEvidence(rec, id); err != nil {
+		// The run's outcome stands; its record stays on this host.
+		s.log.ErrorContext(ctx, "storing the run's evidence", slog.String("run", id), slog.String("err", err.Error()))
+		out.Reason = strings.TrimPrefix(out.Reason+"; ", "; ") + "its evidence could not be stored: it is on worker " + s.cfg.WorkerID + " in " + s.runDir(id)
+	}
 	if _, err := s.store.Finish(rec, id, attempt, out); err != nil {
 		return err
 	}
@@ -283,4 +292,25 @@ func (w *runWorker) execute(ctx context.Context, run *store.Run) store.Outcome {
 		out.Reason = fmt.Sprintf("stopped at the operator's maximum wall time of %s; %s", s.cfg.MaxWall, out.Reason)
 	}
 	return out
+}
+
+// saveEvidence stores the run's record (.cordon, as a gzipped tar under
+// RUN/.cordon) and its journal in the database, so that the API serves
+// them whichever host executed the run. A run that never started has no
+// record, and nothing is stored.
+func (s *Server) saveEvidence(ctx context.Context, id string) error {
+	ws := filepath.Join(s.runDir(id), "ws")
+	rec := filepath.Join(ws, runner.StateDir)
+	if _, err := os.Lstat(rec); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var tb bytes.Buffer
+	if err := writeTar(&tb, rec, id+"/"+runner.StateDir); err != nil {
+		return err
+	}
+	j, err := os.ReadFile(filepath.Join(rec, runner.JournalFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return s.store.PutEvidence(ctx, id, tb.Bytes(), j)
 }

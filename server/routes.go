@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cordon-dev/cordon/agent/mailbox"
-	"github.com/cordon-dev/cordon/agent/runner"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/store"
 	"github.com/cordon-dev/cordon/tier/selection"
@@ -510,47 +509,40 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 func (s *Server) runDir(id string) string { return filepath.Join(s.cfg.StateDir, "runs", id) }
 
 func (s *Server) runJournal(w http.ResponseWriter, r *http.Request) {
-	run, err := s.store.Run(r.Context(), tenantOf(r).TenantID, r.PathValue("run"))
-	if err != nil {
-		s.fail(w, r, storeError(err, "run"))
-		return
-	}
-	f, err := os.Open(filepath.Join(s.runDir(run.ID), "ws", runner.StateDir, runner.JournalFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run has no journal (state " + run.State + ")"})
-		return
-	}
-	if err != nil {
-		s.fail(w, r, &apiError{Code: 500, Msg: "internal error", Err: err})
-		return
-	}
-	defer f.Close()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	io.Copy(w, f)
+	s.serveEvidence(w, r, "journal", "application/x-ndjson", "")
 }
 
-// runEvidence streams the run's workspace as a gzipped tar: extract it
-// and run `cordon verify run DIR --pubkey steward.pub`.
+// runEvidence serves the run's record (.cordon) as a gzipped tar: extract
+// it and run `cordon verify run --pubkey steward.pub RUN`.
 func (s *Server) runEvidence(w http.ResponseWriter, r *http.Request) {
+	s.serveEvidence(w, r, "record", "application/gzip", ".tar.gz")
+}
+
+// serveEvidence serves what the executing worker stored in the database.
+func (s *Server) serveEvidence(w http.ResponseWriter, r *http.Request, which, ctype, ext string) {
 	run, err := s.store.Run(r.Context(), tenantOf(r).TenantID, r.PathValue("run"))
 	if err != nil {
 		s.fail(w, r, storeError(err, "run"))
 		return
 	}
 	if !store.Terminal(run.State) {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run has not ended (state " + run.State + ")"})
+		s.fail(w, r, &apiError{Code: 409, Msg: "the run has not ended (state " + run.State + "); its evidence is stored when it does"})
 		return
 	}
-	ws := filepath.Join(s.runDir(run.ID), "ws")
-	if _, err := os.Lstat(filepath.Join(ws, runner.StateDir)); err != nil {
-		s.fail(w, r, &apiError{Code: 404, Msg: "the run left no evidence (state " + run.State + ")"})
+	b, err := s.store.Evidence(r.Context(), run.TenantID, run.ID, which)
+	if errors.Is(err, store.ErrNotFound) {
+		s.fail(w, r, &apiError{Code: 409, Msg: "the run left no evidence (state " + run.State + ")"})
 		return
 	}
-	w.Header().Set("Content-Type", "application/gzip")
-	w.Header().Set("Content-Disposition", `attachment; filename="`+run.ID+`.tar.gz"`)
-	if err := writeTar(w, ws, run.ID); err != nil {
-		s.log.ErrorContext(r.Context(), "evidence", "run", run.ID, "err", err)
+	if err != nil {
+		s.fail(w, r, storeError(err, "run"))
+		return
 	}
+	w.Header().Set("Content-Type", ctype)
+	if ext != "" {
+		w.Header().Set("Content-Disposition", `attachment; filename="`+run.ID+ext+`"`)
+	}
+	w.Write(b)
 }
 
 // writeTar writes dir as a gzipped tar under prefix: regular files and

@@ -288,3 +288,31 @@ func nullable(s string) any {
 	}
 	return s
 }
+
+// MaxEvidence caps a run's stored record and journal, each.
+const MaxEvidence = 256 << 20
+
+// PutEvidence stores a run's record (a gzipped tar) and journal, once.
+func (s *Store) PutEvidence(ctx context.Context, runID string, record, journal []byte) error {
+	if len(record) > MaxEvidence || len(journal) > MaxEvidence {
+		return fmt.Errorf("store: evidence of run %s: over %d bytes", runID, MaxEvidence)
+	}
+	_, err := s.exec(ctx, `INSERT INTO run_evidence (run_id, record, journal, created_at) VALUES (?, ?, ?, ?)`,
+		runID, record, journal, s.now().UnixNano())
+	return err
+}
+
+// Evidence returns a tenant's run's stored record or journal ("record"
+// or "journal"); another tenant's, or none stored, is ErrNotFound.
+func (s *Store) Evidence(ctx context.Context, tenantID, runID, which string) ([]byte, error) {
+	col := map[string]string{"record": "e.record", "journal": "e.journal"}[which]
+	if col == "" {
+		return nil, fmt.Errorf("store: evidence %q: want record or journal", which)
+	}
+	var b []byte
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT `+col+` FROM run_evidence e JOIN runs r ON r.id = e.run_id WHERE e.run_id = ? AND r.tenant_id = ?`), runID, tenantID).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: evidence of run %q: %w", runID, ErrNotFound)
+	}
+	return b, err
+}
