@@ -247,6 +247,18 @@ func TestCrossTenantInvisible(t *testing.T) {
 		if runs, _ := s.Runs(ctx, b.tenant.ID, 10); len(runs) != 0 {
 			t.Fatalf("other tenant lists %d runs", len(runs))
 		}
+		if err := s.PutEvidence(ctx, r.ID, []byte{0x1f, 0x8b, 0, 0xff}, []byte("{}\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutEvidence(ctx, r.ID, []byte("x"), []byte("y")); !errors.Is(err, store.ErrExists) {
+			t.Fatalf("evidence stored twice: %v", err)
+		}
+		if got, err := s.Evidence(ctx, a.tenant.ID, r.ID, "record"); err != nil || string(got) != "\x1f\x8b\x00\xff" {
+			t.Fatalf("record %q %v", got, err)
+		}
+		if _, err := s.Evidence(ctx, b.tenant.ID, r.ID, "journal"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("other tenant reads the evidence: %v", err)
+		}
 	})
 }
 
