@@ -64,8 +64,12 @@ func TestHelperServer(t *testing.T) {
 	}
 	k, _ := sign.Generate()
 	maxWall, _ := time.ParseDuration(os.Getenv(helperEnv + "_WALL"))
+	var ex server.Executor = markerExec{dir: filepath.Join(dir, "exec"), delay: time.Minute}
+	if os.Getenv(helperEnv+"_REAL") == "1" {
+		ex = &server.RunnerExecutor{StateDir: dir, Key: k, Version: "test"}
+	}
 	s, err := server.New(server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true, Workers: 2,
-		Executor: markerExec{dir: filepath.Join(dir, "exec"), delay: time.Minute}, WorkerID: "helper-" + strconv.Itoa(os.Getpid()),
+		Executor: ex, WorkerID: "helper-" + strconv.Itoa(os.Getpid()),
 		MaxWall: maxWall, RescueAfter: 3 * maxWall})
 	if err != nil {
 		t.Fatal(err)
