@@ -191,6 +191,31 @@ func TestLoad(t *testing.T) {
 		clients, len(ids), submitted.Round(time.Millisecond), all.Round(time.Millisecond), float64(len(ids))/all.Seconds(), finished, failed, failures.Load())
 	t.Logf("API latency: writes (submit, approve) n=%d p50 %s p99 %s; reads (GET run, GET runs) n=%d p50 %s p99 %s",
 		len(writes), pct(writes, .5), pct(writes, .99), len(reads), pct(reads, .5), pct(reads, .99))
+	// Reads alone: the same clients, nothing executing, for 5 seconds.
+	var quiet []time.Duration
+	end := time.Now().Add(5 * time.Second)
+	var qwg sync.WaitGroup
+	for i := range clients {
+		qwg.Add(1)
+		go func() {
+			defer qwg.Done()
+			for time.Now().Before(end) {
+				id := ids[i%len(ids)]
+				start := time.Now()
+				path := "/v1/runs/" + id
+				if i%2 == 1 {
+					path = "/v1/runs?limit=20"
+				}
+				e.doQuiet("GET", path, e.keys["member"], "")
+				d := time.Since(start)
+				mu.Lock()
+				quiet = append(quiet, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	qwg.Wait()
+	t.Logf("reads alone (%d clients, closed loops, nothing executing): n=%d p50 %s p99 %s", clients, len(quiet), pct(quiet, .5), pct(quiet, .99))
 	if failed > 0 || failures.Load() > 0 {
 		t.Errorf("%d runs failed, %d requests refused", failed, failures.Load())
 	}
