@@ -115,6 +115,9 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		}
 		s.rdb.SetMaxOpenConns(8)
 	} else {
+		// Bounded, so that a burst of requests queues here rather than
+		// exhausting the server's max_connections (the queue has its own pool).
+		s.db.SetMaxOpenConns(32)
 		s.rdb = s.db
 	}
 	if err := s.db.PingContext(ctx); err != nil {
