@@ -101,7 +101,7 @@ func (f *fakeExec) executions(id string) int {
 }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *server.Server
 	url   string
 	store *store.Store
@@ -123,7 +123,7 @@ type envOpts struct {
 	dir      string
 }
 
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	dir := o.dir
 	if dir == "" {
@@ -174,7 +174,7 @@ type resp struct {
 	body []byte
 }
 
-func (r resp) json(t *testing.T, v any) {
+func (r resp) json(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("response %d %s: %v", r.code, r.body, err)
