@@ -65,6 +65,7 @@ type fakeExec struct {
 	block   bool
 	delay   time.Duration
 	started chan string
+	configs []string // guarded by mu: the snapshots executed
 }
 
 func newFake() *fakeExec {
@@ -73,6 +74,7 @@ func newFake() *fakeExec {
 
 func (f *fakeExec) Execute(ctx context.Context, run *store.Run) store.Outcome {
 	f.mu.Lock()
+	f.configs = append(f.configs, string(run.Config))
 	f.count[run.ID]++
 	f.cur[run.ID]++
 	f.maxConc[run.ID] = max(f.maxConc[run.ID], f.cur[run.ID])

@@ -409,9 +409,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 type runView struct {
 	*store.Run
 	Execution string `json:"execution"`
+	// Snapshot is the task the run executes (its manifest and files), as
+	// taken at submission: what an approver approves is what runs, even if
+	// the project changes meanwhile. Shown for one run, not in lists.
+	Snapshot json.RawMessage `json:"snapshot,omitempty"`
 }
 
-func (s *Server) view(r *store.Run) runView { return runView{r, "sandbox"} }
+func (s *Server) view(r *store.Run) runView { return runView{Run: r, Execution: "sandbox"} }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	limit := 100
@@ -441,7 +445,9 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, storeError(err, "run"))
 		return
 	}
-	writeJSON(w, 200, s.view(run))
+	v := s.view(run)
+	v.Snapshot = run.Config
+	writeJSON(w, 200, v)
 }
 
 // approve is the sole execution trigger: it queues the run.

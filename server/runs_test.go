@@ -40,6 +40,14 @@ func approveSoleTrigger(t *testing.T, pg bool) {
 	if r.State != store.StatePending {
 		t.Fatalf("state %s", r.State)
 	}
+	// The project changes after submission: the run keeps the task it was
+	// submitted with, which the approver sees.
+	e.must(200, "PUT", "/v1/projects/p", e.keys["member"], projectFor("sleep", "1"))
+	var shown struct{ Snapshot struct{ Manifest struct{ Commands []string } } }
+	e.must(200, "GET", "/v1/runs/"+id, e.keys["approver"], "").json(t, &shown)
+	if c := shown.Snapshot.Manifest.Commands; len(c) != 1 || c[0] != "true" {
+		t.Fatalf("the approver is shown %v, not the submitted task", c)
+	}
 	e.must(200, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
 	got := e.wait(id, e.keys["member"], 10*time.Second)
 	if got.State != store.StateFinished || got.DecidedBy != e.approver || got.DecidedAt == nil || got.SubmittedBy != e.member || got.Attempts != 1 {
@@ -47,6 +55,12 @@ func approveSoleTrigger(t *testing.T, pg bool) {
 	}
 	if n := f.executions(id); n != 1 {
 		t.Fatalf("executed %d times", n)
+	}
+	f.mu.Lock()
+	executed := f.configs[0]
+	f.mu.Unlock()
+	if !strings.Contains(executed, `"commands":["true"]`) || strings.Contains(executed, "sleep") {
+		t.Fatalf("executed a task other than the submitted one: %.200s", executed)
 	}
 }
 
