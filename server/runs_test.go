@@ -43,7 +43,9 @@ func approveSoleTrigger(t *testing.T, pg bool) {
 	// The project changes after submission: the run keeps the task it was
 	// submitted with, which the approver sees.
 	e.must(200, "PUT", "/v1/projects/p", e.keys["member"], projectFor("sleep", "1"))
-	var shown struct{ Snapshot struct{ Manifest struct{ Commands []string } } }
+	var shown struct {
+		Snapshot struct{ Manifest struct{ Commands []string } }
+	}
 	e.must(200, "GET", "/v1/runs/"+id, e.keys["approver"], "").json(t, &shown)
 	if c := shown.Snapshot.Manifest.Commands; len(c) != 1 || c[0] != "true" {
 		t.Fatalf("the approver is shown %v, not the submitted task", c)
