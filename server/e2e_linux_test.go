@@ -87,3 +87,31 @@ func untar(t *testing.T, b []byte, dir string) {
 		}
 	}
 }
+
+// TestMultiTenantRunAtS3: a tenant whose ceiling is multi-tenant runs its
+// projects at S3, as that tenant (its own uid range), and the run records
+// the tier.
+func TestMultiTenantRunAtS3(t *testing.T) {
+	e := newEnv(t, envOpts{real: true})
+	multi := func(s string) string { return strings.ReplaceAll(s, `"tenancy":"single"`, `"tenancy":"multi"`) }
+	var ten struct{ ID string }
+	e.must(201, "POST", "/v1/tenants", adminKey, `{"name":"m","ceiling":`+multi(ceiling)+`}`).json(t, &ten)
+	keys := map[string]string{}
+	for _, role := range []string{"member", "approver"} {
+		var u struct{ ID string }
+		e.must(201, "POST", "/v1/tenants/"+ten.ID+"/users", adminKey, `{"name":"`+role+`","role":"`+role+`"}`).json(t, &u)
+		var k struct{ Secret string }
+		e.must(201, "POST", "/v1/tenants/"+ten.ID+"/keys", adminKey, `{"user":"`+u.ID+`"}`).json(t, &k)
+		keys[role] = k.Secret
+	}
+	// A single-tenant project under a multi-tenant ceiling is refused.
+	e.must(400, "PUT", "/v1/projects/p", keys["member"], projectFor("true"))
+	e.must(200, "PUT", "/v1/projects/p", keys["member"], multi(projectFor("true")))
+	id := e.submit(keys["member"])
+	e.must(200, "POST", "/v1/runs/"+id+"/approve", keys["approver"], "")
+	got := e.wait(id, keys["member"], 60*time.Second)
+	if got.State != store.StateFinished || got.Tier != "S3" {
+		log, _ := os.ReadFile(filepath.Join(e.dir, "runs", id, "log"))
+		t.Fatalf("run %+v\nlog:\n%s", got, log)
+	}
+}
