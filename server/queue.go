@@ -44,7 +44,13 @@ type queue struct {
 	s      *Server
 	client jobClient
 	pool   *pgxpool.Pool // PostgreSQL only
+	stopc  chan struct{} // closed by stop: ends the re-enqueue sweep
+	done   chan struct{} // closed when the sweep has ended
 }
+
+// sweepEvery is how often queued runs are enqueued again, in case an
+// approval recorded the run but its enqueue failed.
+const sweepEvery = 30 * time.Second
 
 // jobTimeout is how long one execution may take before the queue
 // cancels it: the operator's maximum plus a margin for sealing.
@@ -112,7 +118,34 @@ func newQueue(ctx context.Context, s *Server) (*queue, error) {
 			return nil, fmt.Errorf("server: queue: %w", err)
 		}
 	}
+	q.stopc, q.done = make(chan struct{}), make(chan struct{})
+	go q.sweep(context.WithoutCancel(ctx))
 	return q, nil
+}
+
+// sweep enqueues every queued run again every sweepEvery (a no-op for a
+// run whose job exists), until stop.
+func (q *queue) sweep(ctx context.Context) {
+	defer close(q.done)
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-q.stopc:
+			return
+		case <-t.C:
+		}
+		runs, err := q.s.store.RunsIn(ctx, store.StateQueued)
+		if err != nil {
+			q.s.log.WarnContext(ctx, "re-enqueue sweep", slog.String("err", err.Error()))
+			continue
+		}
+		for _, r := range runs {
+			if err := q.enqueue(ctx, r.ID); err != nil {
+				q.s.log.WarnContext(ctx, "re-enqueue sweep", slog.String("run", r.ID), slog.String("err", err.Error()))
+			}
+		}
+	}
 }
 
 // migrateRiver brings River's own tables up to date.
@@ -134,6 +167,14 @@ func (q *queue) close() {
 }
 
 func (q *queue) stop(ctx context.Context) error {
+	if q.stopc != nil {
+		select {
+		case <-q.stopc:
+		default:
+			close(q.stopc)
+		}
+		<-q.done
+	}
 	var err error
 	if q.s.cfg.Execute {
 		err = q.client.Stop(ctx)

@@ -474,9 +474,9 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.queue.enqueue(r.Context(), id); err != nil {
-		// The run is queued in the store; recovery enqueues it at the
-		// next start, so it is not lost.
-		s.fail(w, r, &apiError{Code: 503, Msg: "approved, but the queue did not take it; it will be queued when the server restarts", Err: err})
+		// The run is queued in the store; the queue's sweep (and recovery
+		// at the next start) enqueues it again, so it is not lost.
+		s.fail(w, r, &apiError{Code: 503, Msg: "approved, but the queue did not take it now; it is queued again within 30 seconds", Err: err})
 		return
 	}
 	s.metrics.run("approved")
