@@ -7,9 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,13 +23,17 @@ import (
 // --key-file or $CORDON_SERVER_KEY_FILE names, or from $CORDON_SERVER_KEY
 // itself — never from a flag value that lands in shell history.
 const (
-	serverEnv      = "CORDON_SERVER"
-	serverKeyEnv   = "CORDON_SERVER_KEY"
-	serverKeyFile  = "CORDON_SERVER_KEY_FILE"
-	clientEnvNotes = `environment:
+	clientConfigEnv = "CORDON_CLIENT_CONFIG"
+	serverEnv       = "CORDON_SERVER"
+	serverKeyEnv    = "CORDON_SERVER_KEY"
+	serverKeyFile   = "CORDON_SERVER_KEY_FILE"
+	clientEnvNotes  = `environment:
   CORDON_SERVER           the server's URL (--server wins)
   CORDON_SERVER_KEY       the key itself (a cdn_… key, or the admin key)
-  CORDON_SERVER_KEY_FILE  the path of a file holding the key (--key-file wins over both)`
+  CORDON_SERVER_KEY_FILE  the path of a file holding the key (--key-file wins over both)
+  CORDON_CLIENT_CONFIG    a JSON file {"server": URL, "key_file": PATH} used for
+                          what neither flags nor the variables above set
+                          (default: the user config directory's cordon/client.json)`
 )
 
 type client struct {
@@ -49,10 +55,51 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 	}
 }
 
+// clientConfig is the client's config file.
+type clientConfig struct {
+	Server  string `json:"server"`
+	KeyFile string `json:"key_file"`
+}
+
+// loadClientConfig reads the config file: $CORDON_CLIENT_CONFIG, else
+// cordon/client.json in the user's config directory; a missing default
+// file is no config, a missing named one an error.
+func loadClientConfig() (clientConfig, error) {
+	var c clientConfig
+	name, named := os.LookupEnv(clientConfigEnv)
+	if !named {
+		dir, err := os.UserConfigDir()
+		if err != nil {
+			return c, nil
+		}
+		name = filepath.Join(dir, "cordon", "client.json")
+	}
+	b, err := readLimited(name, 64<<10)
+	if errors.Is(err, fs.ErrNotExist) && !named {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("client config: %w", err)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&c); err != nil {
+		return c, withHint(fmt.Errorf("client config %s: %w", name, err), `it holds {"server": "http://…", "key_file": "/path/to/key"}`)
+	}
+	return c, nil
+}
+
 func (f clientFlags) client() (*client, error) {
+	cfg, err := loadClientConfig()
+	if err != nil {
+		return nil, err
+	}
 	base := *f.server
 	if base == "" {
 		base = os.Getenv(serverEnv)
+	}
+	if base == "" {
+		base = cfg.Server
 	}
 	if base == "" {
 		base = "http://" + defaultListen
@@ -65,6 +112,9 @@ func (f clientFlags) client() (*client, error) {
 	file := *f.keyFile
 	if file == "" {
 		file = os.Getenv(serverKeyFile)
+	}
+	if file == "" && os.Getenv(serverKeyEnv) == "" {
+		file = cfg.KeyFile
 	}
 	switch {
 	case file != "":

@@ -48,6 +48,10 @@ func TestServerRoundTrip(t *testing.T) {
 	defer hs.Close()
 	t.Setenv(serverEnv, hs.URL)
 	t.Setenv(serverKeyFile, "")
+	t.Setenv(serverKeyEnv, "")
+	empty := filepath.Join(dir, "empty.json")
+	os.WriteFile(empty, []byte(`{}`), 0o600)
+	t.Setenv(clientConfigEnv, empty) // not the user's own
 	keyFile := filepath.Join(dir, "key")
 	as := func(key string) {
 		os.WriteFile(keyFile, []byte(key+"\n"), 0o600)
@@ -152,6 +156,21 @@ func TestServerRoundTrip(t *testing.T) {
 	as(approverKey)
 	if out := cli(1, "runs"); !strings.Contains(out, "401") {
 		t.Fatalf("revoked key: %s", out)
+	}
+	// The config file supplies what flags and variables do not.
+	conf := filepath.Join(dir, "client.json")
+	adminFile := filepath.Join(dir, "admin.key")
+	os.WriteFile(adminFile, []byte(testAdminKey+"\n"), 0o600)
+	os.WriteFile(conf, []byte(`{"server":"`+hs.URL+`","key_file":"`+adminFile+`"}`), 0o600)
+	t.Setenv(clientConfigEnv, conf)
+	t.Setenv(serverEnv, "")
+	t.Setenv(serverKeyFile, "")
+	if out := cli(0, "tenant", "list"); !strings.Contains(out, "acme") {
+		t.Fatalf("tenant list from the config file: %s", out)
+	}
+	os.WriteFile(conf, []byte(`{"server":"`+hs.URL+`","key":"`+testAdminKey+`"}`), 0o600)
+	if out := cli(1, "tenant", "list"); !strings.Contains(out, "unknown field") {
+		t.Fatalf("a config file with a key in it: %s", out)
 	}
 }
 
