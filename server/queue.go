@@ -194,7 +194,8 @@ func (q *queue) enqueue(ctx context.Context, id string) error {
 // recover handles what an earlier process left: in the embedded mode
 // (SQLite, this process the only executor) a run left running was
 // interrupted by the server's death, so it is failed with that reason at
-// once and its leftover sandboxes reaped; with PostgreSQL, other workers
+// once; every executing process reaps what its predecessor's sandboxes
+// left in its state directory; with PostgreSQL, other workers
 // may be running runs, so River's rescuer finds a dead worker's job and
 // the worker fails its run (runWorker.Work). Queued runs are enqueued
 // again (a no-op for those whose job exists).
@@ -214,6 +215,12 @@ func (q *queue) recover(ctx context.Context) error {
 				s.metrics.run("interrupted")
 			}
 		}
+	}
+	if s.cfg.Execute {
+		// This process's sandbox state is its own (a worker's state
+		// directory is per host and process): what a killed predecessor's
+		// sandboxes left is reaped; a sweep removes only runs whose owner
+		// is dead.
 		sb := filepath.Join(s.cfg.StateDir, "sandbox")
 		if err := os.MkdirAll(sb, 0o700); err != nil {
 			return fmt.Errorf("server: sandbox state: %w", err)
