@@ -27,8 +27,14 @@ import (
 
 // runArgs is the one job kind: execute a run by id. The job carries no
 // configuration; the executor reads the run's snapshot from the store.
+// Boot names the process that enqueued it: jobs are unique by run within
+// a process's lifetime, and a restarted server enqueues its queued runs
+// anew even when a job of its killed predecessor is stuck "running" in
+// the queue (that orphan, once rescued, finds its run claimed or ended
+// and does nothing: only store.Start's conditional claim executes a run).
 type runArgs struct {
-	Run string `json:"run"`
+	Run  string `json:"run"`
+	Boot string `json:"boot"`
 }
 
 func (runArgs) Kind() string { return "cordon.run" }
@@ -41,6 +47,7 @@ type jobClient interface {
 }
 
 type queue struct {
+	boot   string // this process's id in the jobs it enqueues
 	s      *Server
 	client jobClient
 	pool   *pgxpool.Pool // PostgreSQL only
@@ -65,7 +72,7 @@ func newQueue(ctx context.Context, s *Server) (*queue, error) {
 	if s.cfg.RescueAfter <= s.jobTimeout() {
 		return nil, fmt.Errorf("server: RescueAfter %s must exceed the job timeout %s (MaxWall plus a margin), or a rescued run could overlap its first attempt", s.cfg.RescueAfter, s.jobTimeout())
 	}
-	q := &queue{s: s}
+	q := &queue{s: s, boot: store.NewID("boot_")}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &runWorker{s: s})
 	rc := &river.Config{
@@ -184,10 +191,10 @@ func (q *queue) stop(ctx context.Context) error {
 }
 
 // enqueue queues a run's job; the job is unique by its arguments, so
-// enqueueing a run twice (recovery after a crash between approval and
-// enqueue) makes one job.
+// enqueueing a run twice in one process (the sweep, an approval whose
+// response was lost) makes one job.
 func (q *queue) enqueue(ctx context.Context, id string) error {
-	_, err := q.client.Insert(ctx, runArgs{Run: id}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
+	_, err := q.client.Insert(ctx, runArgs{Run: id, Boot: q.boot}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
 	return err
 }
 

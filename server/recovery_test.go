@@ -64,7 +64,11 @@ func TestHelperServer(t *testing.T) {
 	}
 	k, _ := sign.Generate()
 	maxWall, _ := time.ParseDuration(os.Getenv(helperEnv + "_WALL"))
-	var ex server.Executor = markerExec{dir: filepath.Join(dir, "exec"), delay: time.Minute}
+	delay := time.Minute
+	if d, err := time.ParseDuration(os.Getenv(helperEnv + "_DELAY")); err == nil {
+		delay = d
+	}
+	var ex server.Executor = markerExec{dir: filepath.Join(dir, "exec"), delay: delay}
 	if os.Getenv(helperEnv+"_REAL") == "1" {
 		ex = &server.RunnerExecutor{StateDir: dir, Key: k, Version: "test"}
 	}
@@ -250,4 +254,102 @@ func TestTwoWorkersExactlyOnce(t *testing.T) {
 // withWall sets a project's task's wall budget.
 func withWall(project string, ms int) string {
 	return strings.Replace(project, `"wall_ms":120000`, `"wall_ms":`+strconv.Itoa(ms), 1)
+}
+
+// TestKill9UnderLoad kills the embedded server with SIGKILL while 40
+// clients submit and approve runs that execute, restarts it on the same
+// database, and checks every run it accepted: none is lost (each is in
+// the store, and each approved one ends), none executes twice, and the
+// ones interrupted mid-execution are failed with the reason.
+func TestKill9UnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	dsn := filepath.Join(dir, "cordon.db")
+	t.Setenv(helperEnv+"_DELAY", "30ms")
+	cmd, url := startHelper(t, dir, dsn, 30*time.Second)
+	e := &env{t: t, dir: dir, url: url, keys: map[string]string{"none": "", "admin": adminKey}}
+	e.setup(withWall(projectFor("true"), 20000))
+	var mu sync.Mutex
+	submitted, approved := map[string]bool{}, map[string]bool{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := e.doQuiet("POST", "/v1/projects/p/runs", e.keys["member"], `{"task":"t"}`)
+				var run struct{ ID string }
+				if r.code != 201 || r.jsonQuiet(&run) != nil {
+					continue // the server is gone: nothing was accepted
+				}
+				mu.Lock()
+				submitted[run.ID] = true
+				mu.Unlock()
+				if e.doQuiet("POST", "/v1/runs/"+run.ID+"/approve", e.keys["approver"], "").code == 200 {
+					mu.Lock()
+					approved[run.ID] = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	// Kill once runs are flowing: some executed, some executing.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(markers(t, filepath.Join(dir, "exec"))) < 20 {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "helper.log"))
+			t.Fatalf("the helper executed too little:\n%s", log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	before := markers(t, filepath.Join(dir, "exec"))
+
+	e2 := newEnv(t, envOpts{dsn: dsn, dir: dir, exec: markerExec{dir: filepath.Join(dir, "exec"), delay: time.Millisecond}})
+	e2.keys = e.keys
+	var finished, interrupted, pending int
+	for id := range submitted {
+		if !approved[id] {
+			// Accepted, not (known to be) approved: it is in the store.
+			var r store.Run
+			e2.must(200, "GET", "/v1/runs/"+id, e.keys["member"], "").json(t, &r)
+			if r.State == store.StatePending {
+				pending++
+				continue
+			}
+		}
+		got := e2.wait(id, e.keys["member"], 60*time.Second)
+		switch {
+		case got.State == store.StateFinished:
+			finished++
+		case got.State == store.StateFailed && strings.Contains(got.Reason, "server stopped"):
+			interrupted++
+			// Claimed before the kill: its execution had begun (1) or was
+			// about to (0); either way it is never executed again.
+			if before[id] > 1 {
+				t.Errorf("run %s executed %d times before the kill", id, before[id])
+			}
+		default:
+			t.Errorf("run %s: %s %q", id, got.State, got.Reason)
+		}
+	}
+	for id, n := range markers(t, filepath.Join(dir, "exec")) { // markers reports any run executed twice
+		if !submitted[id] || n != 1 {
+			t.Errorf("execution of %s: %d (submitted %v)", id, n, submitted[id])
+		}
+	}
+	t.Logf("accepted %d runs (%d approved) before SIGKILL: %d finished, %d interrupted and failed with the reason, %d pending approval",
+		len(submitted), len(approved), finished, interrupted, pending)
+	if finished == 0 {
+		t.Error("nothing finished: the test did not exercise the queue")
+	}
 }
