@@ -258,13 +258,14 @@ type runWorker struct {
 
 // Work claims the run (store.Start: only a queued run is claimed, once),
 // executes it with a watcher that stops it when a cancel is recorded,
-// and records the outcome under its attempt. A job whose run is already
-// running is a rescued job of a dead worker: the run is failed with the
-// reason, never executed again.
+// and records the outcome under its attempt. A job that finds its run
+// running under its own id is a rescued job whose worker died: the run is
+// failed with the reason, never executed again; a job that finds its run
+// claimed by another job does nothing.
 func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	s := w.s
 	id := job.Args.Run
-	attempt, ok, err := s.store.Start(ctx, id, s.cfg.WorkerID)
+	attempt, ok, err := s.store.Start(ctx, id, s.cfg.WorkerID, job.ID)
 	if err != nil {
 		return err // the store did not answer: River retries
 	}
@@ -273,7 +274,10 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		if err != nil {
 			return err
 		}
-		if run.State == store.StateRunning {
+		// Running under this very job: an earlier attempt of this job
+		// claimed it and died (the queue rescued the job). Running under
+		// another job: that job is executing it; this one is a duplicate.
+		if run.State == store.StateRunning && run.Job == job.ID {
 			reason := fmt.Sprintf("attempt %d (worker %s) stopped without recording an outcome; the queue rescued its job; a run is never executed twice, submit it again", run.Attempts, run.Worker)
 			if ok, err := s.store.Interrupted(ctx, id, reason); err != nil {
 				return err

@@ -32,6 +32,7 @@ type Run struct {
 	ExitCode    *int       `json:"exit_code,omitempty"`
 	Tier        string     `json:"tier,omitempty"`
 	Status      string     `json:"status,omitempty"` // the run record's status (finished, verified, …)
+	Job         int64      `json:"-"`                // the queue job that claimed it (0: none)
 }
 
 // Terminal reports whether a state is final.
@@ -44,16 +45,16 @@ func Terminal(state string) bool {
 }
 
 const runColumns = `id, tenant_id, project_id, task, config, state, submitted_by, created_at, decided_by, decided_at,
-	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status`
+	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job`
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
 	var config string
 	var created int64
 	var decidedBy, cancelledBy, worker, reason, tier, status sql.NullString
-	var decided, cancelled, started, finished, exit sql.NullInt64
+	var decided, cancelled, started, finished, exit, job sql.NullInt64
 	if err := row.Scan(&r.ID, &r.TenantID, &r.ProjectID, &r.Task, &config, &r.State, &r.SubmittedBy, &created, &decidedBy, &decided,
-		&cancelledBy, &cancelled, &started, &finished, &r.Attempts, &worker, &reason, &exit, &tier, &status); err != nil {
+		&cancelledBy, &cancelled, &started, &finished, &r.Attempts, &worker, &reason, &exit, &tier, &status, &job); err != nil {
 		return nil, err
 	}
 	t := func(v sql.NullInt64) *time.Time {
@@ -66,6 +67,7 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	r.Config, r.CreatedAt = []byte(config), time.Unix(0, created).UTC()
 	r.DecidedBy, r.DecidedAt, r.CancelledBy, r.CancelledAt = decidedBy.String, t(decided), cancelledBy.String, t(cancelled)
 	r.StartedAt, r.FinishedAt, r.Worker, r.Reason, r.Tier, r.Status = t(started), t(finished), worker.String, reason.String, tier.String, status.String
+	r.Job = job.Int64
 	if exit.Valid {
 		e := int(exit.Int64)
 		r.ExitCode = &e
@@ -227,13 +229,14 @@ func (s *Store) Cancel(ctx context.Context, tenantID, id, by string) (string, er
 	return StateRunning, nil
 }
 
-// Start claims a queued run for execution by worker: it becomes running
-// with its attempt count raised. ok is false when the run is not queued
-// (cancelled meanwhile, or claimed already): the caller must not execute
-// it. attempt is the claim's number, which Finish must present.
-func (s *Store) Start(ctx context.Context, id, worker string) (attempt int, ok bool, err error) {
-	n, err := s.exec(ctx, `UPDATE runs SET state = ?, attempts = attempts + 1, worker = ?, started_at = ? WHERE id = ? AND state = ?`,
-		StateRunning, worker, s.now().UnixNano(), id, StateQueued)
+// Start claims a queued run for execution by worker, under the queue's
+// job: it becomes running with its attempt count raised. ok is false when
+// the run is not queued (cancelled meanwhile, or claimed already): the
+// caller must not execute it. attempt is the claim's number, which
+// Finish must present.
+func (s *Store) Start(ctx context.Context, id, worker string, job int64) (attempt int, ok bool, err error) {
+	n, err := s.exec(ctx, `UPDATE runs SET state = ?, attempts = attempts + 1, worker = ?, started_at = ?, job = ? WHERE id = ? AND state = ?`,
+		StateRunning, worker, s.now().UnixNano(), job, id, StateQueued)
 	if err != nil || n == 0 {
 		return 0, false, err
 	}

@@ -149,7 +149,7 @@ func TestRunStateMachine(t *testing.T) {
 			t.Fatalf("self approval: %v", err)
 		}
 		// Not startable before approval.
-		if _, ok, err := s.Start(ctx, r.ID, "w1"); ok || err != nil {
+		if _, ok, err := s.Start(ctx, r.ID, "w1", 1); ok || err != nil {
 			t.Fatalf("started a pending run: %v %v", ok, err)
 		}
 		if err := s.Approve(ctx, f.tenant.ID, r.ID, f.approver.ID); err != nil {
@@ -166,11 +166,11 @@ func TestRunStateMachine(t *testing.T) {
 		if got.State != store.StateQueued || got.DecidedBy != f.approver.ID || got.DecidedAt == nil {
 			t.Fatalf("approved run %+v", got)
 		}
-		attempt, ok, err := s.Start(ctx, r.ID, "w1")
+		attempt, ok, err := s.Start(ctx, r.ID, "w1", 1)
 		if !ok || err != nil || attempt != 1 {
 			t.Fatalf("start: %d %v %v", attempt, ok, err)
 		}
-		if _, ok, _ := s.Start(ctx, r.ID, "w2"); ok {
+		if _, ok, _ := s.Start(ctx, r.ID, "w2", 2); ok {
 			t.Fatal("a running run was claimed twice")
 		}
 		state, err := s.Cancel(ctx, f.tenant.ID, r.ID, f.member.ID)
@@ -211,7 +211,7 @@ func TestRunStateMachine(t *testing.T) {
 		// Interrupted: a running run whose attempt died is failed, once.
 		r4, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID)
 		s.Approve(ctx, f.tenant.ID, r4.ID, f.approver.ID)
-		s.Start(ctx, r4.ID, "w1")
+		s.Start(ctx, r4.ID, "w1", 3)
 		if ok, err := s.Interrupted(ctx, r4.ID, "worker died"); !ok || err != nil {
 			t.Fatalf("interrupted: %v %v", ok, err)
 		}
@@ -305,7 +305,7 @@ func TestConcurrentApprovals(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, ok, _ := s.Start(ctx, r.ID, "w"+string(rune('0'+i))); ok {
+				if _, ok, _ := s.Start(ctx, r.ID, "w"+string(rune('0'+i)), int64(i)); ok {
 					mu.Lock()
 					started++
 					mu.Unlock()
