@@ -171,6 +171,10 @@ func runDemo(e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	if err := demoServer(w, key); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
 
 	fmt.Fprintf(w, "evidence of this synthetic run (%s):\n", dir)
 	unit, _ := canon.Parse(sample("C1-002-unit-descriptor"))

@@ -51,6 +51,28 @@ func subverbs(name string) []verb {
 			{"verify", "--pubkey PEM [--proof PROOF] DIR|FLEET.dsse", "check a fleet directory (record, leaves, receipts), or one item's proof against the signed record", nil},
 			{"prove", "--pubkey PEM DIR ITEM", "print the inclusion proof of one item", nil},
 		}
+	case "tenant":
+		return []verb{
+			{"create", "--ceiling GRANTS.json NAME", "create a tenant with its ceiling grant set", nil},
+			{"list", "", "list the tenants", nil},
+		}
+	case "user":
+		return []verb{
+			{"create", "--tenant ID --role member|approver NAME", "add a user", nil},
+		}
+	case "key":
+		return []verb{
+			{"create", "--tenant ID [--user ID]", "issue a key (shown once, stored hashed)", nil},
+			{"list", "--tenant ID", "list a tenant's keys", nil},
+			{"revoke", "--tenant ID KEY-ID", "revoke a key", nil},
+			{"rotate", "--tenant ID KEY-ID", "revoke a key and issue its replacement", nil},
+		}
+	case "project":
+		return []verb{
+			{"put", "NAME PROJECT.json", "create or replace a project (tasks: manifest and files)", nil},
+			{"get", "NAME", "print a project", nil},
+			{"list", "", "list the tenant's projects", nil},
+		}
 	case "journal":
 		return []verb{
 			{"repair", "FILE", "remove a torn last line left by a crash", nil},
@@ -74,6 +96,9 @@ func verbNotes(name string) string {
 		return keyEnvHelp
 	case "run":
 		return keyEnvHelp + "\n  " + auditKeyEnv + ", when set, is used before them (PEM text)."
+	case "tenant", "tenant create", "tenant list", "user", "user create", "key", "key create", "key list", "key revoke", "key rotate",
+		"project", "project put", "project get", "project list", "submit", "approve", "reject", "cancel", "runs", "logs":
+		return clientEnvNotes
 	}
 	return ""
 }

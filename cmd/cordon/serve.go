@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/server"
+	"github.com/cordon-dev/cordon/store"
+)
+
+const defaultListen = "127.0.0.1:8420"
+
+// serveFlags are what `cordon serve` and `cordon worker` share.
+type serveFlags struct {
+	state, database, adminKeyFile, stewardKeyFile *string
+	maxWall                                       *time.Duration
+	workers                                       *int
+	worker                                        bool // a worker serves no HTTP and needs no admin key
+}
+
+func addServeFlags(fs *flag.FlagSet) serveFlags {
+	return serveFlags{
+		state:          fs.String("state", "", "cordon's state directory: the database, keys, run workspaces (default: $CORDON_STATE, or /var/lib/cordon as root)"),
+		database:       fs.String("database", "", "postgres://… for PostgreSQL (default: SQLite in STATE/control.db)"),
+		adminKeyFile:   fs.String("admin-key-file", "", "the file holding the operator's admin key (default: STATE/admin.key, made on first start)"),
+		stewardKeyFile: fs.String("steward-key", "", "the key that signs every run's evidence (default: STATE/steward.key, made on first start)"),
+		maxWall:        durationVar(fs, "max-wall", server.DefaultMaxWall, "the longest any run may take"),
+		workers:        fs.Int("workers", server.DefaultWorkers, "runs executed at once by this process"),
+	}
+}
+
+// open opens the store and the keys the flags name.
+func (f serveFlags) open(ctx context.Context, e *env, verb string) (*store.Store, server.Config, error) {
+	state, err := execStateDir(*f.state)
+	if err != nil {
+		return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+	}
+	dsn := *f.database
+	if dsn == "" {
+		dsn = filepath.Join(state, "control.db")
+	}
+	adminFile := *f.adminKeyFile
+	var admin []byte
+	if f.worker {
+		// A worker serves no API: a random admin key no one holds.
+		var b [32]byte
+		rand.Read(b[:])
+		admin = []byte(hex.EncodeToString(b[:]))
+		adminFile = "-"
+	}
+	if adminFile == "" {
+		adminFile = filepath.Join(state, "admin.key")
+		if err := makeSecretFile(e, adminFile); err != nil {
+			return nil, server.Config{}, fmt.Errorf("%s: admin key: %w", verb, err)
+		}
+	}
+	if admin == nil {
+		if admin, err = readLimited(adminFile, 4096); err != nil {
+			return nil, server.Config{}, withHint(fmt.Errorf("%s: admin key: %w", verb, err), "the admin key comes only from a file; pass --admin-key-file or let serve make STATE/admin.key")
+		}
+	}
+	stewardFile := *f.stewardKeyFile
+	if stewardFile == "" {
+		stewardFile = filepath.Join(state, "steward.key")
+		if _, err := os.Lstat(stewardFile); errors.Is(err, fs.ErrNotExist) {
+			k, err := sign.Generate()
+			if err != nil {
+				return nil, server.Config{}, err
+			}
+			if err := sign.WritePrivate(stewardFile, k); err != nil {
+				return nil, server.Config{}, fmt.Errorf("%s: steward key: %w", verb, err)
+			}
+		}
+	}
+	key, err := sign.LoadPrivate(stewardFile)
+	if err != nil {
+		return nil, server.Config{}, fmt.Errorf("%s: steward key: %w", verb, err)
+	}
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+	}
+	host, _ := os.Hostname()
+	return st, server.Config{
+		Store: st, AdminKey: strings.TrimSpace(string(admin)), StateDir: state, Key: key, Version: version,
+		Log: slog.New(slog.NewJSONHandler(e.stderr, nil)), MaxWall: *f.maxWall, Workers: *f.workers,
+		WorkerID: fmt.Sprintf("%s/%d", host, os.Getpid()),
+	}, nil
+}
+
+// makeSecretFile writes a new random admin key to name (0600) unless the
+// file exists.
+func makeSecretFile(e *env, name string) error {
+	var b [32]byte
+	rand.Read(b[:])
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(f, "%s\n", hex.EncodeToString(b[:])); err != nil {
+		f.Close()
+		return err
+	}
+	fmt.Fprintf(e.stderr, "cordon: made the admin key %s (keep it secret; clients read it with --key-file)\n", name)
+	return f.Close()
+}
+
+func runServe(e *env, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	listen := fs.String("listen", defaultListen, "the address to serve the API on")
+	tlsCert := fs.String("tls-cert", "", "serve TLS with this certificate (PEM), with --tls-key")
+	tlsKey := fs.String("tls-key", "", "the TLS certificate's private key (PEM)")
+	noExec := fs.Bool("no-execute", false, "serve the API only; runs are executed by 'cordon worker' processes (PostgreSQL)")
+	grace := durationVar(fs, "grace", 30*time.Second, "how long shutdown waits for requests and running runs")
+	sf := addServeFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageErrorf("serve: unexpected arguments %q", pos)
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return &usageError{msg: "serve: --tls-cert and --tls-key go together"}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, cfg, err := sf.open(ctx, e, "serve")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if *noExec && st.Engine() != store.Postgres {
+		return withHint(errors.New("serve: --no-execute needs PostgreSQL"), "with SQLite the server is the only process that can execute runs")
+	}
+	cfg.Execute = !*noExec
+	s, err := server.New(cfg)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := s.Start(ctx); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		s.Stop(context.WithoutCancel(ctx))
+		return fmt.Errorf("serve: %w", err)
+	}
+	scheme := "http"
+	if *tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			l.Close()
+			s.Stop(context.WithoutCancel(ctx))
+			return fmt.Errorf("serve: TLS: %w", err)
+		}
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		scheme = "https"
+	}
+	fmt.Fprintf(e.stderr, "cordon: serving %s://%s (database %s, state %s)\n", scheme, l.Addr(), st.Engine(), cfg.StateDir)
+	if err := s.Serve(ctx, l, *grace); err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+func runWorker(e *env, args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	grace := durationVar(fs, "grace", 30*time.Second, "how long shutdown waits for running runs")
+	sf := addServeFlags(fs)
+	sf.worker = true
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageErrorf("worker: unexpected arguments %q", pos)
+	}
+	if *sf.adminKeyFile != "" {
+		return &usageError{msg: "worker: --admin-key-file: a worker serves no API and holds no admin key"}
+	}
+	if !strings.HasPrefix(*sf.database, "postgres://") && !strings.HasPrefix(*sf.database, "postgresql://") {
+		return &usageError{msg: "worker: --database postgres://… is required", hint: "workers share the server's PostgreSQL; with SQLite, 'cordon serve' executes runs itself"}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, cfg, err := sf.open(ctx, e, "worker")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	cfg.Execute = true
+	s, err := server.New(cfg)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if err := s.Start(ctx); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	fmt.Fprintf(e.stderr, "cordon: worker %s executing runs (state %s)\n", cfg.WorkerID, cfg.StateDir)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
+	defer cancel()
+	return s.Stop(sctx)
+}

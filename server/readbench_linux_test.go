@@ -1,0 +1,27 @@
+package server_test
+
+import (
+	"sync"
+	"testing"
+)
+
+// BenchmarkReadRun measures GET /v1/runs/{run} over loopback with 50
+// concurrent clients (go test -bench ReadRun -cpuprofile …).
+func BenchmarkReadRun(b *testing.B) {
+	e := newEnv(b, envOpts{})
+	e.setup(projectFor("true"))
+	id := e.submit(e.keys["member"])
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/50 + 1
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				e.doQuiet("GET", "/v1/runs/"+id, e.keys["member"], "")
+			}
+		}()
+	}
+	wg.Wait()
+}

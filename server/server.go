@@ -1,0 +1,278 @@
+// Package server is cordon's control plane (docs/server.md): a JSON HTTP
+// API over package store, in which tenants keep declarative projects and
+// submit runs that execute only once an approver who is not the
+// submitter approves them. Execution goes through the River queue to the
+// agent runner, so a run submitted here is contained and recorded exactly
+// as `cordon run` is: in the sandbox, with its journal, signed result,
+// receipt and attestation, which verify offline with `cordon verify run`.
+//
+// Every route sits behind one guard of distinct blast radius (guards.go);
+// docs/security/authz-surface.json lists every route with its guard, tier
+// and blast radius, and a test walks the live router against it.
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/store"
+)
+
+// Defaults of Config's zero values.
+const (
+	DefaultMaxBody    = 1 << 20
+	DefaultMaxWall    = 30 * time.Minute
+	DefaultHeaderWait = 10 * time.Second
+	DefaultBodyWait   = 30 * time.Second
+	DefaultWorkers    = 4
+)
+
+// Config is one control plane.
+type Config struct {
+	// Store is the database; the Server does not close it.
+	Store *store.Store
+	// AdminKey is the operator's admin key, read from a key file or
+	// config by the caller, never from a request. At least 32 bytes.
+	AdminKey string
+	// StateDir holds each run's workspace (runs/ID) and the sandbox's
+	// state (sandbox/).
+	StateDir string
+	// Key signs every run's result, receipt and attestation.
+	Key *sign.PrivateKey
+	// Version is cordon's version, for the attestation.
+	Version string
+	// Log receives structured logs; nil discards them.
+	Log *slog.Logger
+	// MaxBody caps a request body (0: DefaultMaxBody).
+	MaxBody int64
+	// MaxWall is the operator's maximum wall time of a run (0: DefaultMaxWall).
+	MaxWall time.Duration
+	// Execute, when true, runs queued runs in this process (the
+	// embedded mode, and every `cordon worker`); false only enqueues.
+	Execute bool
+	// Workers is how many runs execute at once (0: DefaultWorkers).
+	Workers int
+	// WorkerID names this process in each run it executes.
+	WorkerID string
+	// RescueAfter is how long a job may stay running before the queue
+	// rescues it (0: MaxWall plus five minutes). A rescued run is failed
+	// with the reason, never executed twice.
+	RescueAfter time.Duration
+	// HeaderTimeout and BodyTimeout bound how long a client may take to
+	// send a request's headers and its whole request (0: the defaults):
+	// a slow client cannot hold a connection open.
+	HeaderTimeout, BodyTimeout time.Duration
+	// Executor runs one run; nil is the agent runner in the sandbox.
+	Executor Executor
+}
+
+// Server is a control plane.
+type Server struct {
+	cfg       Config
+	store     *store.Store
+	log       *slog.Logger
+	adminHash [32]byte
+	mux       *http.ServeMux
+	routes    []Route
+	queue     *queue
+	metrics   *metrics
+}
+
+// New validates cfg and builds the server; Start starts its queue.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("server: no store")
+	case len(cfg.AdminKey) < 32:
+		return nil, errors.New("server: the admin key must be at least 32 bytes")
+	case cfg.StateDir == "":
+		return nil, errors.New("server: no state directory")
+	case cfg.Key == nil:
+		return nil, errors.New("server: no steward key to sign runs with")
+	case cfg.Version == "":
+		return nil, errors.New("server: no version")
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxWall <= 0 {
+		cfg.MaxWall = DefaultMaxWall
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderWait
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyWait
+	}
+	if cfg.RescueAfter <= 0 {
+		cfg.RescueAfter = cfg.MaxWall + 5*time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Executor == nil {
+		cfg.Executor = &RunnerExecutor{StateDir: cfg.StateDir, Key: cfg.Key, Version: cfg.Version}
+	}
+	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Log, adminHash: sha256.Sum256([]byte(cfg.AdminKey))}
+	s.metrics = newMetrics()
+	s.mux = http.NewServeMux()
+	for _, rt := range s.table() {
+		s.routes = append(s.routes, rt)
+		s.mux.Handle(rt.Method+" "+rt.Path, s.instrument(rt, s.guard(rt.Guard, rt.handler)))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, &apiError{Code: 404, Msg: "no such route; GET /openapi.json lists them"})
+	})
+	return s, nil
+}
+
+// Route is one route of the live router.
+type Route struct {
+	Method, Path, Guard string
+	handler             http.HandlerFunc
+}
+
+// Routes returns the routes the router serves, as registered.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+
+// Handler is the HTTP handler: the router with the body limit.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// Mux is the router itself, for tests that ask which route a request
+// reaches.
+func (s *Server) Mux() *http.ServeMux { return s.mux }
+
+// Start starts the queue (and, with Config.Execute, its workers), after
+// recovering the runs an earlier process left.
+func (s *Server) Start(ctx context.Context) error {
+	q, err := newQueue(ctx, s)
+	if err != nil {
+		return err
+	}
+	s.queue = q
+	return nil
+}
+
+// Stop stops the queue, waiting for running jobs up to ctx's deadline.
+func (s *Server) Stop(ctx context.Context) error {
+	if s.queue == nil {
+		return nil
+	}
+	return s.queue.stop(ctx)
+}
+
+// Serve serves HTTP on l until ctx ends, then shuts down gracefully:
+// no new connections, in-flight requests finished (up to grace), the
+// queue stopped.
+func (s *Server) Serve(ctx context.Context, l net.Listener, grace time.Duration) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.cfg.HeaderTimeout,
+		ReadTimeout:       s.cfg.BodyTimeout,
+		WriteTimeout:      5 * time.Minute, // evidence downloads
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.log.InfoContext(ctx, "shutting down", slog.Duration("grace", grace))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if qerr := s.Stop(sctx); err == nil {
+		err = qerr
+	}
+	return err
+}
+
+// apiError is an error with the status and safe message the client
+// gets; Err, the detail, goes only to the log.
+type apiError struct {
+	Code int
+	Msg  string
+	Hint string
+	Err  error
+}
+
+func (e *apiError) Error() string { return e.Msg }
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
+	lvl := slog.LevelInfo
+	if e.Code >= 500 {
+		lvl = slog.LevelError
+	}
+	attrs := []any{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", e.Code), slog.String("reason", e.Msg)}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("err", e.Err.Error()))
+	}
+	s.log.Log(r.Context(), lvl, "request refused", attrs...)
+	body := map[string]string{"error": e.Msg}
+	if e.Hint != "" {
+		body["hint"] = e.Hint
+	}
+	writeJSON(w, e.Code, body)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":"internal error"}`, 500)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// readBody reads the request body within the size limit.
+func readBody(r *http.Request) ([]byte, *apiError) {
+	b, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, &apiError{Code: 413, Msg: fmt.Sprintf("the body exceeds %d bytes", mbe.Limit)}
+	}
+	if err != nil {
+		return nil, &apiError{Code: 400, Msg: "the body could not be read (sent too slowly, or cut short)", Err: err}
+	}
+	return b, nil
+}
+
+// storeError maps a store error to the client's.
+func storeError(err error, what string) *apiError {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &apiError{Code: 404, Msg: "no such " + what}
+	case errors.Is(err, store.ErrExists):
+		return &apiError{Code: 409, Msg: what + " exists already"}
+	case errors.Is(err, store.ErrSelfApproval):
+		return &apiError{Code: 403, Msg: "the submitter of a run cannot approve or reject it; another approver must", Err: err}
+	case errors.Is(err, store.ErrState):
+		return &apiError{Code: 409, Msg: err.Error()[len("store: "):]}
+	}
+	return &apiError{Code: 500, Msg: "internal error", Err: err}
+}

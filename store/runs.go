@@ -1,0 +1,321 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Run is one run: a snapshot of the project task it runs (Config, fixed
+// at submission, so that what an approver saw is what executes) and its
+// approval and execution record.
+type Run struct {
+	ID          string     `json:"id"`
+	TenantID    string     `json:"-"`
+	ProjectID   string     `json:"project"`
+	Task        string     `json:"task"`
+	Config      []byte     `json:"-"`
+	State       string     `json:"state"`
+	SubmittedBy string     `json:"submitted_by"`
+	CreatedAt   time.Time  `json:"created_at"`
+	DecidedBy   string     `json:"decided_by,omitempty"` // who approved or rejected
+	DecidedAt   *time.Time `json:"decided_at,omitempty"`
+	CancelledBy string     `json:"cancelled_by,omitempty"`
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	Attempts    int        `json:"attempts"`
+	Worker      string     `json:"worker,omitempty"`
+	Reason      string     `json:"reason,omitempty"`
+	ExitCode    *int       `json:"exit_code,omitempty"`
+	Tier        string     `json:"tier,omitempty"`
+	Status      string     `json:"status,omitempty"` // the run record's status (finished, verified, …)
+	Job         int64      `json:"-"`                // the queue job that claimed it (0: none)
+}
+
+// Terminal reports whether a state is final.
+func Terminal(state string) bool {
+	switch state {
+	case StateFinished, StateFailed, StateCancelled, StateRejected:
+		return true
+	}
+	return false
+}
+
+const runColumns = `id, tenant_id, project_id, task, config, state, submitted_by, created_at, decided_by, decided_at,
+	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job`
+
+func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
+	var r Run
+	var config string
+	var created int64
+	var decidedBy, cancelledBy, worker, reason, tier, status sql.NullString
+	var decided, cancelled, started, finished, exit, job sql.NullInt64
+	if err := row.Scan(&r.ID, &r.TenantID, &r.ProjectID, &r.Task, &config, &r.State, &r.SubmittedBy, &created, &decidedBy, &decided,
+		&cancelledBy, &cancelled, &started, &finished, &r.Attempts, &worker, &reason, &exit, &tier, &status, &job); err != nil {
+		return nil, err
+	}
+	t := func(v sql.NullInt64) *time.Time {
+		if !v.Valid {
+			return nil
+		}
+		x := time.Unix(0, v.Int64).UTC()
+		return &x
+	}
+	r.Config, r.CreatedAt = []byte(config), time.Unix(0, created).UTC()
+	r.DecidedBy, r.DecidedAt, r.CancelledBy, r.CancelledAt = decidedBy.String, t(decided), cancelledBy.String, t(cancelled)
+	r.StartedAt, r.FinishedAt, r.Worker, r.Reason, r.Tier, r.Status = t(started), t(finished), worker.String, reason.String, tier.String, status.String
+	r.Job = job.Int64
+	if exit.Valid {
+		e := int(exit.Int64)
+		r.ExitCode = &e
+	}
+	return &r, nil
+}
+
+// CreateRun records a run of a project's task, pending approval: no
+// other state can be created.
+func (s *Store) CreateRun(ctx context.Context, tenantID, projectID, task string, config []byte, submitter string) (*Run, error) {
+	r := &Run{ID: NewID("run_"), TenantID: tenantID, ProjectID: projectID, Task: task, Config: config, State: StatePending,
+		SubmittedBy: submitter, CreatedAt: s.now().UTC()}
+	if _, err := s.exec(ctx, `INSERT INTO runs (id, tenant_id, project_id, task, config, state, submitted_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, tenantID, projectID, task, string(config), StatePending, submitter, r.CreatedAt.UnixNano()); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Run returns a tenant's run; another tenant's is ErrNotFound.
+func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
+	r, err := scanRun(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`), id, tenantID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
+	}
+	return r, err
+}
+
+// RunByID returns a run whatever its tenant: for the executor, which
+// holds only the id a queued job names.
+func (s *Store) RunByID(ctx context.Context, id string) (*Run, error) {
+	r, err := scanRun(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
+	}
+	return r, err
+}
+
+// Runs lists a tenant's runs, newest first, at most limit.
+func (s *Store) Runs(ctx context.Context, tenantID string, limit int) ([]*Run, error) {
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, id LIMIT ?`), tenantID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []*Run{}
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// RunsIn lists every run in a state, oldest first (recovery).
+func (s *Store) RunsIn(ctx context.Context, state string) ([]*Run, error) {
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE state = ? ORDER BY created_at, id`), state)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []*Run{}
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// transition is the one conditional UPDATE every state change goes
+// through; it reports ErrState, with the run's current state, when the
+// run is not in from.
+func (s *Store) transition(ctx context.Context, tenantID, id string, set string, args []any, cond string, condArgs []any, from ...string) error {
+	where := ` WHERE id = ? AND tenant_id = ?` + cond + ` AND state IN (`
+	for i := range from {
+		if i > 0 {
+			where += ", "
+		}
+		where += "?"
+	}
+	where += ")"
+	all := append(append(append(args, id, tenantID), condArgs...), anys(from)...)
+	n, err := s.exec(ctx, `UPDATE runs SET `+set+where, all...)
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		return nil
+	}
+	r, err := s.Run(ctx, tenantID, id)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("store: run %s is %s: %w", id, r.State, ErrState)
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// Approve moves a pending run to queued. The approver must not be the
+// submitter (gate independence); a run approved or decided already is
+// ErrState, so a replayed approval changes nothing.
+func (s *Store) Approve(ctx context.Context, tenantID, id, approver string) error {
+	return s.decide(ctx, tenantID, id, approver, StateQueued)
+}
+
+// Reject moves a pending run to rejected, under the same rules as Approve.
+func (s *Store) Reject(ctx context.Context, tenantID, id, approver string) error {
+	return s.decide(ctx, tenantID, id, approver, StateRejected)
+}
+
+func (s *Store) decide(ctx context.Context, tenantID, id, approver, to string) error {
+	r, err := s.Run(ctx, tenantID, id)
+	if err != nil {
+		return err
+	}
+	if r.SubmittedBy == approver {
+		return fmt.Errorf("store: run %s: %w", id, ErrSelfApproval)
+	}
+	now := s.now().UnixNano()
+	set := `state = ?, decided_by = ?, decided_at = ?`
+	args := []any{to, approver, now}
+	if to == StateRejected {
+		set += `, finished_at = ?`
+		args = append(args, now)
+	}
+	// submitted_by <> ? again in the UPDATE: the check above and the
+	// change are one condition.
+	return s.transition(ctx, tenantID, id, set, args, ` AND submitted_by <> ?`, []any{approver}, StatePending)
+}
+
+// Cancel cancels a run that has not ended. A pending or queued run is
+// cancelled at once; a running run is marked, and its executor stops it
+// and records the outcome (Running reports the mark).
+func (s *Store) Cancel(ctx context.Context, tenantID, id, by string) (string, error) {
+	now := s.now().UnixNano()
+	err := s.transition(ctx, tenantID, id, `state = ?, cancelled_by = ?, cancelled_at = ?, finished_at = ?, reason = ?`,
+		[]any{StateCancelled, by, now, now, "cancelled before it ran"}, "", nil, StatePending, StateQueued)
+	if err == nil {
+		return StateCancelled, nil
+	}
+	if !errors.Is(err, ErrState) {
+		return "", err
+	}
+	err = s.transition(ctx, tenantID, id, `cancelled_by = ?, cancelled_at = ?`, []any{by, now}, "", nil, StateRunning)
+	if err != nil {
+		return "", err
+	}
+	return StateRunning, nil
+}
+
+// Start claims a queued run for execution by worker, under the queue's
+// job: it becomes running with its attempt count raised. ok is false when
+// the run is not queued (cancelled meanwhile, or claimed already): the
+// caller must not execute it. attempt is the claim's number, which
+// Finish must present.
+func (s *Store) Start(ctx context.Context, id, worker string, job int64) (attempt int, ok bool, err error) {
+	n, err := s.exec(ctx, `UPDATE runs SET state = ?, attempts = attempts + 1, worker = ?, started_at = ?, job = ? WHERE id = ? AND state = ?`,
+		StateRunning, worker, s.now().UnixNano(), job, id, StateQueued)
+	if err != nil || n == 0 {
+		return 0, false, err
+	}
+	err = s.db.QueryRowContext(ctx, s.q(`SELECT attempts FROM runs WHERE id = ?`), id).Scan(&attempt)
+	return attempt, err == nil, err
+}
+
+// Outcome is how an execution ended.
+type Outcome struct {
+	State    string // StateFinished, StateFailed or StateCancelled
+	Reason   string
+	ExitCode *int
+	Tier     string
+	Status   string
+}
+
+// Finish records the outcome of the attempt that Start returned. It
+// changes nothing (and reports false) when the run is no longer running
+// under that attempt: an outcome is recorded once.
+func (s *Store) Finish(ctx context.Context, id string, attempt int, o Outcome) (bool, error) {
+	if !Terminal(o.State) || o.State == StateRejected {
+		return false, fmt.Errorf("store: finish run %s: %q is not an outcome", id, o.State)
+	}
+	var exit any
+	if o.ExitCode != nil {
+		exit = *o.ExitCode
+	}
+	n, err := s.exec(ctx, `UPDATE runs SET state = ?, reason = ?, exit_code = ?, tier = ?, status = ?, finished_at = ? WHERE id = ? AND state = ? AND attempts = ?`,
+		o.State, o.Reason, exit, nullable(o.Tier), nullable(o.Status), s.now().UnixNano(), id, StateRunning, attempt)
+	return n == 1, err
+}
+
+// Interrupted fails a run left running by an attempt that did not
+// finish (its worker or server died): the run is failed with the reason,
+// never executed again, because its first attempt may have had effects.
+func (s *Store) Interrupted(ctx context.Context, id, reason string) (bool, error) {
+	n, err := s.exec(ctx, `UPDATE runs SET state = ?, reason = ?, finished_at = ? WHERE id = ? AND state = ?`,
+		StateFailed, reason, s.now().UnixNano(), id, StateRunning)
+	return n == 1, err
+}
+
+// CancelRequested reports whether a running run has been asked to stop.
+func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
+	var by sql.NullString
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT cancelled_by FROM runs WHERE id = ?`), id).Scan(&by)
+	return by.Valid, err
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// MaxEvidence caps a run's stored record and journal, each.
+const MaxEvidence = 256 << 20
+
+// PutEvidence stores a run's record (a gzipped tar) and journal, once.
+func (s *Store) PutEvidence(ctx context.Context, runID string, record, journal []byte) error {
+	if len(record) > MaxEvidence || len(journal) > MaxEvidence {
+		return fmt.Errorf("store: evidence of run %s: over %d bytes", runID, MaxEvidence)
+	}
+	_, err := s.exec(ctx, `INSERT INTO run_evidence (run_id, record, journal, created_at) VALUES (?, ?, ?, ?)`,
+		runID, record, journal, s.now().UnixNano())
+	return err
+}
+
+// Evidence returns a tenant's run's stored record or journal ("record"
+// or "journal"); another tenant's, or none stored, is ErrNotFound.
+func (s *Store) Evidence(ctx context.Context, tenantID, runID, which string) ([]byte, error) {
+	col := map[string]string{"record": "e.record", "journal": "e.journal"}[which]
+	if col == "" {
+		return nil, fmt.Errorf("store: evidence %q: want record or journal", which)
+	}
+	var b []byte
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT `+col+` FROM run_evidence e JOIN runs r ON r.id = e.run_id WHERE e.run_id = ? AND r.tenant_id = ?`), runID, tenantID).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: evidence of run %q: %w", runID, ErrNotFound)
+	}
+	return b, err
+}
