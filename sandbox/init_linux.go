@@ -76,9 +76,12 @@ func initMain() int {
 	}
 	// The descriptor cordon was executed through comes after the cgroup
 	// socket (fd 7), the fs grants' trees and the image's root; init does
-	// not need it.
-	if err := unix.CloseRange(uint(8+len(cfg.Binds)+cfg.imageFiles()), ^uint(0), 0); err != nil {
-		return fail(setupErr("sandbox init: close_range: %v", err))
+	// not need it. Only it is closed here: descriptors above it are the Go
+	// runtime's own (a package's init can start the network poller before
+	// this runs) and closing them would crash init; every descriptor is
+	// close-on-exec before the program starts (startProgram).
+	if err := unix.Close(8 + len(cfg.Binds) + cfg.imageFiles()); err != nil {
+		return fail(setupErr("sandbox init: closing cordon's executable: %v", err))
 	}
 	// The run's cgroup files, sent over fd 7 once the parent made the
 	// cgroup (cgjoin_linux.go).
