@@ -146,6 +146,9 @@ func planFS(gs *grant.Set, t tier.Tier) (*fsPlan, error) {
 			return nil, refusedf("%s: %s: %v", rule, r.Path, err)
 		}
 		st, err := fstatFD(fd)
+		if err == nil {
+			err = refusePseudoFS(fd)
+		}
 		unix.Close(fd)
 		if err != nil {
 			return nil, refusedf("%s: %s: %v", rule, r.Path, err)
@@ -185,6 +188,32 @@ func planFS(gs *grant.Set, t tier.Tier) (*fsPlan, error) {
 	}
 	p.search = searchFor(p.execRoots)
 	return p, nil
+}
+
+// pseudoFS are the kernel file systems whose mount a granted path may
+// not be on: the host's processes, devices, cgroups, kernel tracing and
+// security state. reservedFS refuses their usual places lexically; this
+// refuses them wherever they are mounted (a chroot's /proc granted
+// directly; the mounts beneath a granted path are never bound).
+var pseudoFS = map[int64]string{
+	unix.PROC_SUPER_MAGIC: "proc", unix.SYSFS_MAGIC: "sysfs", unix.CGROUP_SUPER_MAGIC: "cgroup",
+	unix.CGROUP2_SUPER_MAGIC: "cgroup2", unix.DEBUGFS_MAGIC: "debugfs", unix.TRACEFS_MAGIC: "tracefs",
+	unix.SECURITYFS_MAGIC: "securityfs", unix.BPF_FS_MAGIC: "bpf", unix.DEVPTS_SUPER_MAGIC: "devpts",
+	unix.PSTOREFS_MAGIC: "pstore", unix.EFIVARFS_MAGIC: "efivarfs",
+	unix.BINFMTFS_MAGIC: "binfmt_misc", unix.NSFS_MAGIC: "nsfs",
+}
+
+// refusePseudoFS refuses the opened granted path fd when it is on one of
+// pseudoFS.
+func refusePseudoFS(fd int) error {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return err
+	}
+	if name, ok := pseudoFS[int64(sfs.Type)]; ok {
+		return fmt.Errorf("it is on a %s file system, which the sandbox does not take from the host", name)
+	}
+	return nil
 }
 
 // rights is the set of rights an access string grants.

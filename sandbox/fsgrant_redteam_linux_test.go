@@ -147,6 +147,9 @@ func TestFSGrantSubmountNotBound(t *testing.T) {
 	if r.stdout != "m\nend\n" {
 		t.Errorf("stdout %q, want the marker and an empty proc directory", r.stdout)
 	}
+	// Granted directly, the procfs mount is refused, named by its rule.
+	r = sandboxed(t, []string{"true"}, withGrants(t, fsGrants(rule(d+"/chroot/proc", "ro"))))
+	r.refused(t, "fs[0]", "on a proc file system")
 }
 
 // TestFSGrantSocketDirsRefused (F4): /run and /var/run hold host
