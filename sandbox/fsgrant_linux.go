@@ -251,11 +251,20 @@ func refuseBeneathWritable(binds []fsBind, masks []fsMask) error {
 	return nil
 }
 
-// visibleInside reports whether the host path p exists (with no
-// symbolic link on the way) and the new root shows it: it is in the
-// runtime or beneath a bind.
+// visibleInside reports whether the new root will show p: a file the
+// sandbox writes in its own /etc, or a host path that exists (with no
+// symbolic link on the way) in the runtime, /etc/alternatives,
+// /etc/ld.so.cache or beneath a bind.
 func visibleInside(binds []fsBind, p string) bool {
-	shown := inRuntime(p)
+	if p == "/etc" {
+		return true // the sandbox's own /etc
+	}
+	if dir, name := path.Split(p); dir == "/etc/" {
+		if _, ok := etcFiles(0, 0, "")[name]; ok {
+			return true // written by the sandbox, whatever the host has
+		}
+	}
+	shown := inRuntime(p) || beneath(alternatives, p) || p == "/etc/ld.so.cache"
 	for _, b := range binds {
 		shown = shown || beneath(b.Path, p)
 	}

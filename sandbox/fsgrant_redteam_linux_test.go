@@ -53,19 +53,21 @@ func TestFSGrantNarrowerBeneathWritableRefused(t *testing.T) {
 }
 
 // TestFSGrantMaskReportedOnlyWhenApplied (F1): a deny.fs path that is
-// not there is not reported as masked; one that is, is.
+// not there, or not shown inside, is not reported as masked; one that is
+// (a host file beneath a bind, a file of the sandbox's own /etc), is.
 func TestFSGrantMaskReportedOnlyWhenApplied(t *testing.T) {
 	requireRoot(t, "host paths are bound into the sandbox as root")
 	d := hostDir(t)
 	writeFile(t, d+"/secret", "s\n", 0o644)
 	var mounts []Mount
-	r := sandboxed(t, []string{"sh", "-c", "cat " + d + "/secret 2>/dev/null; echo end"},
-		withGrants(t, fsGrants(rule(d, "ro"), d+"/absent", d+"/secret", "/home/nobody-here/x")), withMounted(&mounts))
+	r := sandboxed(t, []string{"sh", "-c", "cat " + d + "/secret /etc/hosts 2>/dev/null; echo end"},
+		withGrants(t, fsGrants(rule(d, "ro"), d+"/absent", d+"/secret", "/home/nobody-here/x", "/etc/hosts")), withMounted(&mounts))
 	r.mustExit(t, 0)
 	if r.stdout != "end\n" {
 		t.Errorf("stdout %q: the denied file was read", r.stdout)
 	}
-	want := []Mount{{Kind: "bind", Path: d, Access: "ro", Rule: "fs[0]"}, {Kind: "mask", Path: d + "/secret", Rule: "deny.fs[1]"}}
+	want := []Mount{{Kind: "bind", Path: d, Access: "ro", Rule: "fs[0]"}, {Kind: "mask", Path: d + "/secret", Rule: "deny.fs[1]"},
+		{Kind: "mask", Path: "/etc/hosts", Rule: "deny.fs[3]"}}
 	if !slices.Equal(mounts, want) {
 		t.Errorf("Mounted got %+v\nwant %+v", mounts, want)
 	}
