@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/grant"
@@ -122,18 +124,14 @@ func realPathIn(p string, fsp *fsPlan) (string, error) {
 }
 
 // hashIn opens an executable regular file of the run's runtime (the
-// host's, or its plan's image) and returns its hash.
+// host's, or its plan's image) without blocking and returns its hash.
 func hashIn(fsp *fsPlan, p string) (canon.ID, error) {
-	f, err := openRuntime(fsp, p)
+	f, fi, err := openRuntimeRegular(fsp, p)
 	if err != nil {
 		return canon.ID{}, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return canon.ID{}, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
-	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+	if fi.Mode().Perm()&0o111 == 0 {
 		return canon.ID{}, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %s is not an executable regular file", ErrCannotExec, p)}
 	}
 	id, err := hashes.SumFile(f)
@@ -143,6 +141,52 @@ func hashIn(fsp *fsPlan, p string) (canon.ID, error) {
 	return id, nil
 }
 
+// errNotRegular is openRegular's answer for anything but a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens p for reading without blocking (a FIFO or a device
+// planted where a program is looked up must not hang cordon: red team
+// F6) and requires the descriptor to be a regular file; callers read,
+// hash and stat that same descriptor.
+func openRegular(p string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w (%s)", p, errNotRegular, fi.Mode().Type())
+	}
+	return f, fi, nil
+}
+
+// openRuntimeRegular is openRegular for a file of the run's runtime: in
+// its image when the plan has one, else on the host.
+func openRuntimeRegular(fsp *fsPlan, p string) (*os.File, fs.FileInfo, error) {
+	if fsp.image() == nil || !inRuntime(p) {
+		return openRegular(p)
+	}
+	f, err := openRuntime(fsp, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w (%s)", p, errNotRegular, fi.Mode().Type())
+	}
+	return f, fi, nil
+}
+
 // interpreter returns the ELF interpreter (PT_INTERP) of the file at p,
 // or "" when it has none (static binaries, scripts). It reads only the
 // ELF header and the program headers: most of a binary is never touched.
@@ -150,7 +194,7 @@ func interpreter(p string) (string, error) { return interpreterIn(nil, p) }
 
 // interpreterIn is interpreter for a run's plan (its image runtime).
 func interpreterIn(fsp *fsPlan, p string) (string, error) {
-	f, err := openRuntime(fsp, p)
+	f, _, err := openRuntimeRegular(fsp, p)
 	if err != nil {
 		return "", err
 	}

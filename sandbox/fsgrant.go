@@ -52,6 +52,10 @@ type fsBind struct {
 type fsMask struct {
 	Path string `json:"path"`
 	Rule string `json:"rule"`
+	// Seen is true when the path was there at the decision and the mask
+	// was reported (Spec.Mounted): init then refuses the run if it has
+	// gone, so that no mask is recorded that was not applied.
+	Seen bool `json:"seen,omitempty"`
 }
 
 // fsPlan is what a grant set's fs rules do to one run.

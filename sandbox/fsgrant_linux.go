@@ -10,6 +10,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -26,6 +27,14 @@ import (
 // reservedFS are paths no fs rule may name or lie beneath: the
 // sandbox's own /proc and /dev, and the host's /sys.
 var reservedFS = []string{"/proc", "/dev", "/sys"}
+
+// socketDirs are where host services listen on pathname unix sockets.
+// A bind of any access lets the program connect(2) to a socket beneath
+// it (a read-only mount does not stop connect, and the Landlock ABI this
+// sandbox uses has no right for it), so no fs rule may name or lie
+// beneath them. Sockets elsewhere in a granted tree stay connectable
+// (docs/sandbox.md, Known limitations).
+var socketDirs = []string{"/run", "/var/run"}
 
 // openNoSymlinks opens the absolute path p with O_PATH, resolving it from
 // the directory root (the host's "/" or the new root) with openat2: no
@@ -115,6 +124,11 @@ func planFS(gs *grant.Set, t tier.Tier) (*fsPlan, error) {
 				return nil, refusedf("%s: %s is beneath %s, which the sandbox does not take from the host", rule, r.Path, res)
 			}
 		}
+		for _, res := range socketDirs {
+			if beneath(res, r.Path) {
+				return nil, refusedf("%s: %s is beneath %s, where host services listen on unix sockets: a bind of any access lets the program connect to them; grant the files the program needs elsewhere", rule, r.Path, res)
+			}
+		}
 		// The runtime is read-only inside already: a plain ro rule there
 		// changes nothing, unless it narrows a wider rule above it.
 		if r.Access == grant.Read && inRuntime(r.Path) && !coveredByWider(gs.FS, i) {
@@ -132,6 +146,9 @@ func planFS(gs *grant.Set, t tier.Tier) (*fsPlan, error) {
 			return nil, refusedf("%s: %s: %v", rule, r.Path, err)
 		}
 		st, err := fstatFD(fd)
+		if err == nil {
+			err = refusePseudoFS(fd)
+		}
 		unix.Close(fd)
 		if err != nil {
 			return nil, refusedf("%s: %s: %v", rule, r.Path, err)
@@ -154,13 +171,112 @@ func planFS(gs *grant.Set, t tier.Tier) (*fsPlan, error) {
 	if t == tier.S4 && (len(p.scratchExec) > 0 || len(p.masks) > 0) {
 		return nil, refusedf("fs rules that make /work or /tmp executable, and deny.fs paths, are not applied at S4 in this build")
 	}
+	if err := refuseBeneathWritable(p.binds, p.masks); err != nil {
+		return nil, err
+	}
 	// Parents before children: a rule beneath another is bound on top.
 	slices.SortStableFunc(p.binds, func(a, b fsBind) int { return strings.Compare(a.Path, b.Path) })
-	for _, m := range p.masks {
+	for i, m := range p.masks {
+		// Only a mask that init will apply is reported: the path is on
+		// the host now and the new root shows it (the runtime, or a
+		// bind). Init refuses the run when a reported path has gone.
+		if !visibleInside(p.binds, m.Path) {
+			continue
+		}
+		p.masks[i].Seen = true
 		p.mounts = append(p.mounts, Mount{Kind: "mask", Path: m.Path, Rule: m.Rule})
 	}
 	p.search = searchFor(p.execRoots)
 	return p, nil
+}
+
+// pseudoFS are the kernel file systems whose mount a granted path may
+// not be on: the host's processes, devices, cgroups, kernel tracing and
+// security state. reservedFS refuses their usual places lexically; this
+// refuses them wherever they are mounted (a chroot's /proc granted
+// directly; the mounts beneath a granted path are never bound).
+var pseudoFS = map[int64]string{
+	unix.PROC_SUPER_MAGIC: "proc", unix.SYSFS_MAGIC: "sysfs", unix.CGROUP_SUPER_MAGIC: "cgroup",
+	unix.CGROUP2_SUPER_MAGIC: "cgroup2", unix.DEBUGFS_MAGIC: "debugfs", unix.TRACEFS_MAGIC: "tracefs",
+	unix.SECURITYFS_MAGIC: "securityfs", unix.BPF_FS_MAGIC: "bpf", unix.DEVPTS_SUPER_MAGIC: "devpts",
+	unix.PSTOREFS_MAGIC: "pstore", unix.EFIVARFS_MAGIC: "efivarfs",
+	unix.BINFMTFS_MAGIC: "binfmt_misc", unix.NSFS_MAGIC: "nsfs",
+}
+
+// refusePseudoFS refuses the opened granted path fd when it is on one of
+// pseudoFS.
+func refusePseudoFS(fd int) error {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return err
+	}
+	if name, ok := pseudoFS[int64(sfs.Type)]; ok {
+		return fmt.Errorf("it is on a %s file system, which the sandbox does not take from the host", name)
+	}
+	return nil
+}
+
+// rights is the set of rights an access string grants.
+func rights(access string) (r, w, x bool) {
+	return strings.Contains(access, "r"), strings.Contains(access, "w"), strings.Contains(access, "x")
+}
+
+// refuseBeneathWritable refuses a deny.fs path, or a bind that grants
+// less than a writable (rw, rwx) bind above it, beneath that bind. Masks
+// and nested binds are mounts on directory entries, and beneath a
+// writable bind the program may rename any directory that is not itself
+// a mount point: it moves the denied path's parent away, recreates the
+// path and writes the host file the rule meant to protect (red team F1).
+func refuseBeneathWritable(binds []fsBind, masks []fsMask) error {
+	for _, w := range binds {
+		_, ww, wx := rights(w.Access)
+		if !ww {
+			continue
+		}
+		for _, m := range masks {
+			if m.Path != w.Path && beneath(w.Path, m.Path) {
+				return refusedf("%s (%s) lies beneath %s (%s %s): beneath a writable bind the program can rename the denied path's parent and recreate the path on the host, so the denial cannot hold; grant the writable path's other entries one by one, or make it ro", m.Rule, m.Path, w.Rule, w.Access, w.Path)
+			}
+		}
+		for _, b := range binds {
+			if b.Path == w.Path || !beneath(w.Path, b.Path) {
+				continue
+			}
+			_, bw, bx := rights(b.Access)
+			if !bw || (wx && !bx) {
+				return refusedf("%s (%s %s) lies beneath %s (%s %s) and grants less: beneath a writable bind the program can rename its parent and recreate the path with the wider access, so the narrower rule cannot hold; grant the writable path's other entries one by one instead", b.Rule, b.Access, b.Path, w.Rule, w.Access, w.Path)
+			}
+		}
+	}
+	return nil
+}
+
+// visibleInside reports whether the new root will show p: a file the
+// sandbox writes in its own /etc, or a host path that exists (with no
+// symbolic link on the way) in the runtime, /etc/alternatives,
+// /etc/ld.so.cache or beneath a bind.
+func visibleInside(binds []fsBind, p string) bool {
+	if p == "/etc" {
+		return true // the sandbox's own /etc
+	}
+	if dir, name := path.Split(p); dir == "/etc/" {
+		if _, ok := etcFiles(0, 0, "")[name]; ok {
+			return true // written by the sandbox, whatever the host has
+		}
+	}
+	shown := inRuntime(p) || beneath(alternatives, p) || p == "/etc/ld.so.cache"
+	for _, b := range binds {
+		shown = shown || beneath(b.Path, p)
+	}
+	if !shown {
+		return false
+	}
+	fd, err := openNoSymlinks("/", p)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
 
 // coveredByWider reports whether an fs rule that grants more than
@@ -258,7 +374,7 @@ func bindAttrs(access string) (set, clr uint64, err error) {
 }
 
 // openTrees opens, on the host, a detached copy of each planned bind's
-// mount tree (open_tree with OPEN_TREE_CLONE on the descriptor that
+// mount, without the mounts beneath it (open_tree with OPEN_TREE_CLONE on the descriptor that
 // openat2 resolved with no symbolic link, no ".." and no magic link) and
 // sets its attributes (mount_setattr): the file the decision saw is the
 // file bound, whatever happens to the path afterwards. cordon opens them
@@ -288,7 +404,11 @@ func openTrees(p *fsPlan) ([]*os.File, error) {
 		}
 		var tree int
 		if err == nil {
-			tree, err = unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+			// Not AT_RECURSIVE: a mount beneath the granted path (a
+			// host procfs in a chroot, sysfs, another file system) is
+			// not bound with it; the program sees the directory under
+			// it instead (red team F3; docs/sandbox.md).
+			tree, err = unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
 		}
 		unix.Close(src)
 		if err != nil {
@@ -375,6 +495,11 @@ func makeMountPoint(p string, dir bool) error {
 func maskDenied(m fsMask) error {
 	fd, err := openNoSymlinks(newRoot, m.Path)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		if m.Seen {
+			// Reported as masked when the run was decided: the journal
+			// would say a mask was applied that was not.
+			return fmt.Errorf("the denied path was there when the run was decided and is gone now; run again")
+		}
 		return nil
 	}
 	if err != nil {
@@ -453,48 +578,129 @@ func (sb *Sandbox) openFS() ([]*os.File, error) {
 	return trees, nil
 }
 
-// hideDeniedOnPath hides every file that a name on the sandbox's PATH
-// reaches in a granted bin directory and whose bytes have a denied hash
-// (exec.deny): the file is masked with /dev/null inside, so the name
-// finds nothing runnable, whoever looks it up. Only the granted bin
-// directories are read (the runtime's program directories are noexec
-// but for the allowed files, which planExec hashed); a name that links
-// into the runtime is planExec's to decide. It runs only when the grant
-// set denies a hash and grants an executable path.
+// hideDeniedOnPath enforces exec.deny inside the executable binds (rx
+// and rwx; red team F2, F7): every regular file an exec bind shows that
+// could be executed (an execute bit, or ELF or "#!" magic: the loader
+// runs a file without one) is hashed, and one whose bytes have a denied
+// hash is masked with /dev/null inside, whatever its name or place,
+// runtime paths included. A single granted file with a denied hash
+// refuses the run. The tree walked is what the sandbox binds (a clone
+// of the path's mount without the mounts beneath it); nested binds and
+// deny.fs paths are skipped (they hide what is beneath). It runs only
+// when the grant set denies a hash and binds an executable path.
 func (p *fsPlan) hideDeniedOnPath(deny []canon.ID) error {
-	if len(deny) == 0 || len(p.execRoots) == 0 {
+	if len(deny) == 0 || p == nil {
 		return nil
 	}
 	hidden := map[string]bool{}
-	for _, dir := range p.search {
-		if slices.Contains(searchPath, dir) {
+	hide := func(path string, i int) {
+		if hidden[path] {
+			return
+		}
+		hidden[path] = true
+		rule := fmt.Sprintf("exec.deny[%d]", i)
+		p.masks = append(p.masks, fsMask{Path: path, Rule: rule, Seen: true})
+		p.mounts = append(p.mounts, Mount{Kind: "mask", Path: path, Rule: rule})
+	}
+	for _, b := range p.binds {
+		if _, _, x := rights(b.Access); !x {
 			continue
 		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return refusedf("reading %s for denied hashes: %v", dir, err)
-		}
-		for _, e := range entries {
-			name := dir + "/" + e.Name()
-			real, err := realPathIn(name, p)
-			if err != nil || inRuntime(real) || hidden[real] {
-				continue // nothing inside, or the runtime's (decided by planExec)
-			}
-			fi, err := os.Stat(real)
-			if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-				continue
-			}
-			id, err := hashes.Sum(real)
+		if !b.Dir {
+			id, ok, err := hashIfRunnable(b.Path)
 			if err != nil {
-				return refusedf("hashing %s for denied hashes: %v", real, err)
+				return refusedf("%s: hashing %s for denied hashes: %v", b.Rule, b.Path, err)
 			}
-			if i := slices.Index(deny, id); i >= 0 {
-				hidden[real] = true
-				rule := fmt.Sprintf("exec.deny[%d]", i)
-				p.masks = append(p.masks, fsMask{Path: real, Rule: rule})
-				p.mounts = append(p.mounts, Mount{Kind: "mask", Path: real, Rule: rule})
+			if i := slices.Index(deny, id); ok && i >= 0 {
+				return refusedf("%s: %s (%s) is denied by content hash (exec.deny[%d]); leave the rule out or the hash", b.Rule, b.Path, b.Access, i)
 			}
+			continue
+		}
+		if err := p.walkDenied(b, deny, hide); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// walkDenied hashes the runnable files of the exec bind b (a directory)
+// as the sandbox will show them, calling hide for each denied one.
+func (p *fsPlan) walkDenied(b fsBind, deny []canon.ID, hide func(string, int)) error {
+	src, err := openNoSymlinks("/", b.Path)
+	if err != nil {
+		return refusedf("%s: %s: %v", b.Rule, b.Path, err)
+	}
+	tree, err := unix.OpenTree(src, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	unix.Close(src)
+	if err != nil {
+		return refusedf("%s: %s: open_tree: %v", b.Rule, b.Path, err)
+	}
+	defer unix.Close(tree)
+	root := fmt.Sprintf("/proc/self/fd/%d/", tree)
+	return filepath.WalkDir(root, func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return refusedf("%s: reading %s for denied hashes: %v", b.Rule, b.Path, err)
+		}
+		rel := strings.TrimPrefix(name, root)
+		host := b.Path
+		if rel != "" && rel != name {
+			host = b.Path + "/" + strings.TrimPrefix(rel, "/")
+		}
+		if host != b.Path {
+			for _, o := range p.binds {
+				if o.Path == host {
+					if d.IsDir() {
+						return filepath.SkipDir // bound on its own (and walked if executable)
+					}
+					return nil
+				}
+			}
+			for _, m := range p.masks {
+				if m.Path == host && !strings.HasPrefix(m.Rule, "exec.deny") {
+					if d.IsDir() {
+						return filepath.SkipDir // masked by deny.fs
+					}
+					return nil
+				}
+			}
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		id, ok, err := hashIfRunnable(name)
+		if err != nil {
+			return refusedf("%s: hashing %s for denied hashes: %v", b.Rule, host, err)
+		}
+		if i := slices.Index(deny, id); ok && i >= 0 {
+			hide(host, i)
+		}
+		return nil
+	})
+}
+
+// hashIfRunnable hashes the file at p when it could be executed: it has
+// an execute bit, or starts with ELF or "#!" magic (ld.so runs an ELF
+// file without one, an interpreter a script). ok is false for a file
+// that is neither, or is not a regular file (never opened blocking).
+func hashIfRunnable(p string) (id canon.ID, ok bool, err error) {
+	f, fi, err := openRegular(p)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, errNotRegular) {
+			return canon.ID{}, false, nil // gone since the listing, or nothing execve runs
+		}
+		return canon.ID{}, false, err
+	}
+	defer f.Close()
+	if fi.Mode().Perm()&0o111 == 0 {
+		var magic [4]byte
+		n, _ := f.ReadAt(magic[:], 0)
+		if !(n == 4 && string(magic[:]) == "\x7fELF") && !(n >= 2 && string(magic[:2]) == "#!") {
+			return canon.ID{}, false, nil
+		}
+	}
+	id, err = hashes.SumFile(f)
+	if err != nil {
+		return canon.ID{}, false, err
+	}
+	return id, true, nil
 }

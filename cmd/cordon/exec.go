@@ -131,6 +131,9 @@ func runExec(e *env, args []string) error {
 				return refuse(fmt.Errorf("exec: --receipt: %s exists; a receipt is never written over", f))
 			}
 		}
+		if err := receiptOutsideWritable(gs, *receiptFile); err != nil {
+			return refuse(fmt.Errorf("exec: --receipt: %w", err))
+		}
 	} else if *keyFile != "" {
 		return &usageError{msg: "exec: --key given without --receipt"}
 	}
@@ -466,6 +469,31 @@ func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv 
 		return err
 	}
 	return writeNew(file, sealed.Receipt)
+}
+
+// receiptOutsideWritable refuses a receipt whose directory lies beneath
+// a path the grant set lets the program write (an rw or rwx fs rule):
+// the program could swap the directory for a symbolic link, and cordon
+// would write the receipt and its unit, as root, wherever it points
+// (red team F9).
+func receiptOutsideWritable(gs *grant.Set, file string) error {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(abs)
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	for i, r := range gs.FS {
+		if r.Access&grant.Write == 0 || r.Path == "/work" || r.Path == "/tmp" {
+			continue
+		}
+		if r.Path == "/" || dir == r.Path || strings.HasPrefix(dir, r.Path+"/") {
+			return fmt.Errorf("%s lies beneath fs[%d] (%s %s), which the program may write: it could replace the directory with a link before cordon writes the receipt; write the receipt outside the writable paths", file, i, r.Access, r.Path)
+		}
+	}
+	return nil
 }
 
 // writeNew writes a file that must not exist yet.

@@ -100,13 +100,42 @@ func (h hostTools) out(name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local") // never download a Go toolchain to answer
+	// From "/", never the caller's directory: rustup honours a
+	// rust-toolchain.toml there (and in its parents), whose path names a
+	// checkout's own rustc, and go a go.mod's toolchain line; cordon runs
+	// as root (red team F8). And without the variables that pick another
+	// toolchain or inject code.
+	cmd.Dir = "/"
+	cmd.Env = append(hostToolEnv(os.Environ()), "GOTOOLCHAIN=local") // never download a Go toolchain to answer
 	b, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 	return line, nil
+}
+
+// hostToolOverrides are the variables hostToolEnv drops: each makes a
+// toolchain's command run or report another toolchain, or run code, so
+// that an environment a checkout set up (direnv, say) cannot pick what
+// cordon grants.
+var hostToolOverrides = []string{
+	"RUSTUP_TOOLCHAIN", "RUSTC", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "RUSTFLAGS", "CARGO",
+	"CARGO_BUILD_RUSTC", "CARGO_BUILD_RUSTC_WRAPPER", "GOFLAGS", "GOENV", "GOWORK", "GOTOOLCHAIN", "GOROOT",
+	"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONSAFEPATH", "PYENV_VERSION", "NODE_OPTIONS",
+	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV", "CC", "CXX", "GCC_EXEC_PREFIX", "COMPILER_PATH",
+}
+
+// hostToolEnv is env without hostToolOverrides.
+func hostToolEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(hostToolOverrides, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // realPath returns p with every symbolic link resolved (grants name real

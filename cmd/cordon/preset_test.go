@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -45,5 +46,29 @@ func TestPresetsAreValidGrantSets(t *testing.T) {
 	}
 	if _, err := buildPreset(context.Background(), "cobol", false); err == nil {
 		t.Errorf("an unknown toolchain was accepted")
+	}
+}
+
+// TestHostToolsIgnoreTheCallersDirectory: --host runs the host's tools
+// from "/" and without the variables that pick another toolchain, so
+// that a checkout's rust-toolchain.toml (whose path names its own rustc)
+// or a direnv-set RUSTUP_TOOLCHAIN cannot choose what cordon, as root,
+// runs and grants (red team F8).
+func TestHostToolsIgnoreTheCallersDirectory(t *testing.T) {
+	bin := t.TempDir()
+	tool := bin + "/cordon-test-tool"
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho \"dir=$(pwd) tc=${RUSTUP_TOOLCHAIN-unset} flags=${GOFLAGS-unset}\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	t.Setenv("RUSTUP_TOOLCHAIN", "/checkout/tc")
+	t.Setenv("GOFLAGS", "-toolexec=/checkout/x")
+	t.Chdir(t.TempDir())
+	got, err := hostTools{ctx: context.Background()}.out("cordon-test-tool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "dir=/ tc=unset flags=unset"; got != want {
+		t.Errorf("host tool saw %q, want %q", got, want)
 	}
 }

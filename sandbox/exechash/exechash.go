@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/zeebo/blake3"
@@ -74,9 +75,10 @@ func New(maxEntries int) *Cache {
 }
 
 // Sum opens path (following symbolic links, as exec does) and returns the
-// ContentId of its bytes.
+// ContentId of its bytes. It opens without blocking, so that a FIFO at
+// path is refused (ErrNotRegular) rather than waited on.
 func (c *Cache) Sum(path string) (canon.ID, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return canon.ID{}, err
 	}

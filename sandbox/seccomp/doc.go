@@ -28,7 +28,7 @@
 //
 // Calls whose newer variants glibc and other libraries try first and fall
 // back from on ENOSYS are allowed where the variant is harmless: statx,
-// faccessat2, openat2, close_range, fchmodat2, rseq, epoll_pwait2,
+// faccessat2, close_range, fchmodat2, rseq, epoll_pwait2,
 // futex_waitv, pidfd_open and pidfd_send_signal. clone3 is not (its flags
 // are in memory), and answers ENOSYS.
 //
@@ -177,6 +177,16 @@
 // deduplicated with another run's (a timing side channel across runs and
 // tenants). Both are C ints the kernel truncates to 32 bits, so a value
 // with a higher bit set is refused as well.
+//
+// Set-ID files: chmod, fchmod, fchmodat and fchmodat2 when the mode has
+// S_ISUID or S_ISGID (0o6000); creat, mkdir, mkdirat, mknod and mknodat
+// when the mode has them; open and openat when the flags include O_CREAT
+// or O_TMPFILE and the mode has them. Through a writable host path (an
+// rw or rwx fs grant) a file the program makes is the host's, where the
+// sandbox's nosuid does not apply: a set-user-ID copy of a shell owned by
+// the tenant's host uid would let any host user act as that uid. openat2
+// answers ENOSYS (its mode is in memory the filter cannot read); callers
+// fall back to openat.
 //
 // Other processes and the host: kcmp compares the kernel objects of two
 // processes, and process_madvise and process_mrelease act on another

@@ -599,6 +599,34 @@ var probes = []probe{
 	{name: "number above the newest known", deny: unix.ENOSYS, same: "the kernel has no call there either",
 		run: func(*probeEnv) error { _, err := sys(uintptr(newestKnown(arches[runtime.GOARCH])) + 1); return err }},
 
+	// Set-ID modes. Each names a path in a directory that does not exist
+	// (ENOENT without the filter) or a bad descriptor (EBADF): nothing is
+	// created or changed either way.
+	{name: "fchmodat(absent, 0o4755)", rule: "fchmodat", deny: unix.EPERM, run: func(e *probeEnv) error {
+		return unix.Fchmodat(unix.AT_FDCWD, e.absent, 0o4755, 0)
+	}},
+	{name: "fchmodat(absent, 0o755)", want: unix.ENOENT, run: func(e *probeEnv) error {
+		return unix.Fchmodat(unix.AT_FDCWD, e.absent, 0o755, 0)
+	}},
+	{name: "fchmodat2(absent, 0o2755)", rule: "fchmodat2", deny: unix.EPERM, same: newerSame, run: func(e *probeEnv) error {
+		_, _, errno := unix.Syscall6(uintptr(arches[runtime.GOARCH].SyscallNames["fchmodat2"]), fdArg(unix.AT_FDCWD), uintptr(unsafe.Pointer(ptr(e.absent))), 0o2755, 0, 0, 0)
+		return errnoErr(errno)
+	}},
+	{name: "fchmod(-1, 0o4755)", rule: "fchmod", deny: unix.EPERM, run: func(*probeEnv) error { return unix.Fchmod(-1, 0o4755) }},
+	{name: "openat(absent/x, O_CREAT, 0o4755)", rule: "openat", deny: unix.EPERM, run: func(e *probeEnv) error {
+		return closingInt(unix.Openat(unix.AT_FDCWD, e.absent+"/x", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o4755))
+	}},
+	{name: "openat(absent/x, O_CREAT, 0o644)", want: unix.ENOENT, run: func(e *probeEnv) error {
+		return closingInt(unix.Openat(unix.AT_FDCWD, e.absent+"/x", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644))
+	}},
+	{name: "mkdirat(absent/x, 0o2775)", rule: "mkdirat", deny: unix.EPERM, run: func(e *probeEnv) error {
+		return unix.Mkdirat(unix.AT_FDCWD, e.absent+"/x", 0o2775)
+	}},
+	{name: "mknodat(absent/x, S_IFREG|0o4755)", rule: "mknodat", deny: unix.EPERM, run: func(e *probeEnv) error {
+		return unix.Mknodat(unix.AT_FDCWD, e.absent+"/x", unix.S_IFREG|0o4755, 0)
+	}},
+	{name: "openat2(-1)", rule: "openat2", deny: unix.ENOSYS, run: named("openat2", minus1, 0, 0, 0)},
+
 	{name: "socketpair(AF_NETLINK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_NETLINK, unix.SOCK_RAW)},
 	{name: "socketpair(AF_VSOCK)", rule: "socketpair", deny: unix.EPERM, run: socketpairProbe(unix.AF_VSOCK, unix.SOCK_STREAM)},
 }
