@@ -284,3 +284,31 @@ func bothEngines(t *testing.T, f func(t *testing.T, pg bool)) {
 	t.Run("sqlite", func(t *testing.T) { f(t, false) })
 	t.Run("postgres", func(t *testing.T) { f(t, true) })
 }
+
+// doQuiet is do for goroutines: a transport error is status 0.
+func (e *env) doQuiet(method, path, key, body string) resp {
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		return resp{}
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := loadClient.Do(req)
+	if err != nil {
+		return resp{}
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return resp{res.StatusCode, b}
+}
+
+var loadClient = &http.Client{Transport: &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000}, Timeout: time.Minute}
+
+func (r resp) jsonQuiet(v any) error { return json.Unmarshal(r.body, v) }
+
+func mustKey(t *testing.T) *sign.PrivateKey {
+	k, err := sign.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

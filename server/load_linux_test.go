@@ -1,21 +1,21 @@
+//go:build load
+
+// The load test is a measurement, not a check: it is built only with
+// -tags load (docs/server.md, "Figures").
+
 package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/session"
@@ -59,9 +59,6 @@ func pct(ds []time.Duration, p float64) time.Duration {
 //     `cordon exec`'s session path alone, the runner alone (the
 //     executor, no queue), and approve → finished through the queue.
 func TestLoad(t *testing.T) {
-	if os.Getenv("CORDON_LOAD") != "1" {
-		t.Skip("a measurement, not a check: CORDON_LOAD=1 runs it (docs/server.md)")
-	}
 	runs, clients := 1000, 200
 	if v, err := strconv.Atoi(os.Getenv("CORDON_LOAD_RUNS")); err == nil {
 		runs = v
@@ -220,32 +217,4 @@ func TestLoad(t *testing.T) {
 		t.Errorf("%d runs failed, %d requests refused", failed, failures.Load())
 	}
 	fmt.Fprintln(os.Stderr)
-}
-
-var loadClient = &http.Client{Transport: &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000}, Timeout: time.Minute}
-
-// doQuiet is do for goroutines: a transport error is status 0.
-func (e *env) doQuiet(method, path, key, body string) resp {
-	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
-	if err != nil {
-		return resp{}
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	res, err := loadClient.Do(req)
-	if err != nil {
-		return resp{}
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return resp{res.StatusCode, b}
-}
-
-func (r resp) jsonQuiet(v any) error { return json.Unmarshal(r.body, v) }
-
-func mustKey(t *testing.T) *sign.PrivateKey {
-	k, err := sign.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
 }

@@ -55,7 +55,7 @@ const helperEnv = "CORDON_TEST_HELPER_SERVER"
 func TestHelperServer(t *testing.T) {
 	dir := os.Getenv(helperEnv)
 	if dir == "" {
-		t.Skip("a helper process for the recovery tests, not a test")
+		t.Skip("runs only as a child process of the recovery tests: it is their server, not a test")
 	}
 	dsn := os.Getenv(helperEnv + "_DSN")
 	st, err := store.Open(context.Background(), dsn)
