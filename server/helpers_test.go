@@ -304,11 +304,3 @@ func (e *env) doQuiet(method, path, key, body string) resp {
 var loadClient = &http.Client{Transport: &http.Transport{MaxIdleConns: 1000, MaxIdleConnsPerHost: 1000}, Timeout: time.Minute}
 
 func (r resp) jsonQuiet(v any) error { return json.Unmarshal(r.body, v) }
-
-func mustKey(t *testing.T) *sign.PrivateKey {
-	k, err := sign.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}

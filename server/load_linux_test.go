@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/session"
@@ -217,4 +218,12 @@ func TestLoad(t *testing.T) {
 		t.Errorf("%d runs failed, %d requests refused", failed, failures.Load())
 	}
 	fmt.Fprintln(os.Stderr)
+}
+
+func mustKey(t *testing.T) *sign.PrivateKey {
+	k, err := sign.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
