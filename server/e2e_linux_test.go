@@ -92,6 +92,7 @@ func untar(t *testing.T, b []byte, dir string) {
 // projects at S3, as that tenant (its own uid range), and the run records
 // the tier.
 func TestMultiTenantRunAtS3(t *testing.T) {
+	requireRoot(t, "S3 gives each tenant a host id range of its own, which only root can map")
 	e := newEnv(t, envOpts{real: true})
 	multi := func(s string) string { return strings.ReplaceAll(s, `"tenancy":"single"`, `"tenancy":"multi"`) }
 	var ten struct{ ID string }
@@ -113,5 +114,14 @@ func TestMultiTenantRunAtS3(t *testing.T) {
 	if got.State != store.StateFinished || got.Tier != "S3" {
 		log, _ := os.ReadFile(filepath.Join(e.dir, "runs", id, "log"))
 		t.Fatalf("run %+v\nlog:\n%s", got, log)
+	}
+}
+
+// requireRoot skips a test that needs root when the suite does not run as
+// root; as root it never skips.
+func requireRoot(t *testing.T, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("needs root: %s (uid %d)", why, os.Geteuid())
 	}
 }

@@ -16,6 +16,7 @@ import (
 // run executes `sleep` in the sandbox, and restarts it: the run is failed
 // with the reason and what its sandbox left on the host is reaped.
 func TestKill9ReapsSandboxes(t *testing.T) {
+	requireRoot(t, "the reaper's leftovers are the run's cgroups, which a rootless run on cgroup v1 has none of")
 	dir := t.TempDir()
 	dsn := filepath.Join(dir, "cordon.db")
 	t.Setenv(helperEnv+"_REAL", "1")
