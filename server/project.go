@@ -101,6 +101,16 @@ func parseTask(tc TaskConfig, ceiling *grant.Set, maxWall time.Duration) (*task,
 		// than hand over the operator's own key.
 		return nil, fmt.Errorf("manifest: model.provider %q: the control plane runs only replay manifests until the credential broker exists", m.Provider)
 	}
+	var top map[string]json.RawMessage
+	_ = json.Unmarshal(tc.Manifest, &top) // parsed above: an object
+	if _, pinned := top["env"]; pinned || !m.Env.IsZero() {
+		// (the member, not only the parsed ID: an all-zero digest parses
+		// to the zero ID, which means "no pin")
+		// cordon run refuses a pinned manifest without --env/--image; the
+		// control plane supplies no environment yet, so running it on the
+		// host's runtime would ignore the pin.
+		return nil, fmt.Errorf("manifest: env %s: the manifest is pinned to an environment, and the control plane cannot supply environments yet; remove \"env\" or run it with cordon run --env --image", m.Env)
+	}
 	if err := grant.Covers(ceiling, m.Grants); err != nil {
 		return nil, fmt.Errorf("manifest: grants are not covered by the tenant's ceiling: %w", err)
 	}
