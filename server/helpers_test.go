@@ -120,6 +120,7 @@ type envOpts struct {
 	real     bool // the agent runner in the sandbox
 	postgres bool
 	maxWall  time.Duration
+	pending  int // Config.MaxPending
 	rescue   time.Duration
 	dsn      string
 	dir      string
@@ -150,7 +151,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		o.exec = newFake()
 	}
 	cfg := server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true,
-		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, WorkerID: "test-" + filepath.Base(dir)}
+		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, WorkerID: "test-" + filepath.Base(dir)}
 	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)

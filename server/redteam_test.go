@@ -347,7 +347,10 @@ func TestRedteamRotateRace(t *testing.T) {
 	codes := make([]int, 6)
 	for i := range codes {
 		wg.Add(1)
-		go func() { defer wg.Done(); codes[i] = e.do("POST", "/v1/tenants/"+e.tenantA+"/keys/"+id+"/rotate", adminKey, "").code }()
+		go func() {
+			defer wg.Done()
+			codes[i] = e.do("POST", "/v1/tenants/"+e.tenantA+"/keys/"+id+"/rotate", adminKey, "").code
+		}()
 	}
 	wg.Wait()
 	n := 0
@@ -406,9 +409,9 @@ func TestRedteamManifestDuplicateMembers(t *testing.T) {
 	e.setup(projectFor("true"))
 	m := manifestFor("true")
 	for name, mm := range map[string]string{
-		"commands": strings.Replace(m, `"commands":["true"],`, `"commands":["true"],"commands":["sh"],`, 1),
-		"task":     strings.Replace(m, `"task":"Run the command."`, `"task":"Run the command.","task":"Other"`, 1),
-		"grants.exec": strings.Replace(m, `"exec":{"allow":[{"name":"true"}]}`, `"exec":{"allow":[{"name":"true"}]},"exec":{"allow":[{"name":"sh"}]}`, 1),
+		"commands":     strings.Replace(m, `"commands":["true"],`, `"commands":["true"],"commands":["sh"],`, 1),
+		"task":         strings.Replace(m, `"task":"Run the command."`, `"task":"Run the command.","task":"Other"`, 1),
+		"grants.exec":  strings.Replace(m, `"exec":{"allow":[{"name":"true"}]}`, `"exec":{"allow":[{"name":"true"}]},"exec":{"allow":[{"name":"sh"}]}`, 1),
 		"model.replay": strings.Replace(m, `"replay":"session.jsonl"`, `"replay":"session.jsonl","replay":"other.jsonl"`, 1),
 	} {
 		proj := `{"tasks":{"t":{"manifest":` + mm + `,"files":{"session.jsonl":` + jsonStr(replayFor("true")) + `,"other.jsonl":` + jsonStr(replayFor("sh", "-c", "id")) + `}}}}`
@@ -432,13 +435,13 @@ func TestRedteamGrantsEscapeCeiling(t *testing.T) {
 	base := manifestFor("true")
 	grantsOf := `"exec":{"allow":[{"name":"true"}]}`
 	for name, g := range map[string]string{
-		"fs ro /":        `"exec":{"allow":[{"name":"true"}]},"fs":[{"path":"/","access":"ro"}]`,
-		"fs rwx etc":     `"exec":{"allow":[{"name":"true"}]},"fs":[{"path":"/etc","access":"rwx"}]`,
-		"egress":         `"exec":{"allow":[{"name":"true"}]},"egress":[{"host":"example.com","proto":"tcp","ports":[443,443]}]`,
-		"sh any args":    `"exec":{"allow":[{"name":"true"},{"name":"sh"}]}`,
+		"fs ro /":         `"exec":{"allow":[{"name":"true"}]},"fs":[{"path":"/","access":"ro"}]`,
+		"fs rwx etc":      `"exec":{"allow":[{"name":"true"}]},"fs":[{"path":"/etc","access":"rwx"}]`,
+		"egress":          `"exec":{"allow":[{"name":"true"}]},"egress":[{"host":"example.com","proto":"tcp","ports":[443,443]}]`,
+		"sh any args":     `"exec":{"allow":[{"name":"true"},{"name":"sh"}]}`,
 		"cat not allowed": `"exec":{"allow":[{"name":"true"},{"name":"cat"}]}`,
-		"trusted code":   `"exec":{"allow":[{"name":"true"}]}`,
-		"bigger limits":  `"exec":{"allow":[{"name":"true"}]}`,
+		"trusted code":    `"exec":{"allow":[{"name":"true"}]}`,
+		"bigger limits":   `"exec":{"allow":[{"name":"true"}]}`,
 	} {
 		m := strings.Replace(base, grantsOf, g, 1)
 		switch name {
@@ -479,4 +482,64 @@ func TestRedteamApproverAuthorsWhatTheyApprove(t *testing.T) {
 	if r.code == 200 && f.executions(id) == 1 {
 		t.Logf("FINDING: an approver approved and executed a task configuration they wrote themselves")
 	}
+}
+
+// Finding 1: a list of runs (and the queue's sweeps) must not load every
+// run's task snapshot; only the view of one run does.
+func TestRedteamListLoadsNoSnapshots(t *testing.T) {
+	f := newFake()
+	f.block = true
+	e := newEnv(t, envOpts{exec: f})
+	// a task with a large file: each snapshot is ~40 KiB
+	big, _ := json.Marshal(map[string]string{"session.jsonl": replayFor("true"), "pad.txt": strings.Repeat("x", 40<<10)})
+	e.setup(`{"tasks":{"t":{"manifest":` + manifestFor("true") + `,"files":` + string(big) + `}}}`)
+	ids := []string{e.submit(e.keys["member"]), e.submit(e.keys["member"])}
+	e.must(200, "POST", "/v1/runs/"+ids[1]+"/approve", e.keys["approver"], "")
+	runs, err := e.store.Runs(t.Context(), e.tenantA, 100)
+	if err != nil || len(runs) < 2 {
+		t.Fatalf("Runs: %d runs, %v", len(runs), err)
+	}
+	for _, st := range []string{store.StatePending, store.StateQueued, store.StateRunning} {
+		in, err := e.store.RunsIn(t.Context(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, in...)
+	}
+	for _, r := range runs {
+		if r.Config != nil {
+			t.Errorf("run %s (%s) listed with its %d-byte snapshot", r.ID, r.State, len(r.Config))
+		}
+	}
+	l := e.must(200, "GET", "/v1/runs", e.keys["member"], "")
+	if len(l.body) > 8<<10 || strings.Contains(string(l.body), "xxxxxxxx") {
+		t.Errorf("GET /v1/runs: %d bytes, with the snapshots", len(l.body))
+	}
+	one, err := e.store.Run(t.Context(), e.tenantA, ids[0])
+	if err != nil || len(one.Config) < 40<<10 {
+		t.Fatalf("Run: %v, config %d bytes", err, len(one.Config))
+	}
+	if v := e.must(200, "GET", "/v1/runs/"+ids[0], e.keys["member"], ""); !strings.Contains(string(v.body), "xxxxxxxx") {
+		t.Errorf("the view of one run lacks its snapshot")
+	}
+	e.must(200, "POST", "/v1/runs/"+ids[1]+"/cancel", e.keys["member"], "")
+	e.wait(ids[1], e.keys["member"], 10*time.Second)
+}
+
+// Finding 1: a tenant's runs pending approval or queued are capped.
+func TestRedteamPendingCap(t *testing.T) {
+	e := newEnv(t, envOpts{pending: 3})
+	e.setup(projectFor("true"))
+	var ids []string
+	for range 3 {
+		ids = append(ids, e.submit(e.keys["member"]))
+	}
+	r := e.must(429, "POST", "/v1/projects/p/runs", e.keys["member"], `{"task":"t"}`)
+	if !strings.Contains(string(r.body), "max-pending") {
+		t.Errorf("429 without the setting: %s", r.body)
+	}
+	// another tenant is not affected
+	e.must(201, "POST", "/v1/projects/q/runs", e.keys["other-member"], `{"task":"t"}`)
+	e.must(200, "POST", "/v1/runs/"+ids[0]+"/cancel", e.keys["member"], "")
+	e.submit(e.keys["member"])
 }

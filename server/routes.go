@@ -395,6 +395,15 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, ae)
 		return
 	}
+	// The cap is checked before the insert: concurrent submissions can
+	// pass it together, by at most their number.
+	if n, err := s.store.PendingRuns(r.Context(), p.TenantID); err != nil {
+		s.fail(w, r, storeError(err, "run"))
+		return
+	} else if n >= s.cfg.MaxPending {
+		s.fail(w, r, &apiError{Code: 429, Msg: fmt.Sprintf("the tenant has %d runs pending approval or queued, the operator's maximum (--max-pending %d): approve, reject or cancel some first", n, s.cfg.MaxPending)})
+		return
+	}
 	run, err := s.store.CreateRun(r.Context(), p.TenantID, p.ID, req.Task, snap, tenantOf(r).UserID)
 	if err != nil {
 		s.fail(w, r, storeError(err, "run"))

@@ -34,6 +34,7 @@ const (
 	DefaultHeaderWait = 10 * time.Second
 	DefaultBodyWait   = 30 * time.Second
 	DefaultWorkers    = 4
+	DefaultMaxPending = 100
 )
 
 // Config is one control plane.
@@ -59,6 +60,9 @@ type Config struct {
 	// Execute, when true, runs queued runs in this process (the
 	// embedded mode, and every `cordon worker`); false only enqueues.
 	Execute bool
+	// MaxPending caps a tenant's runs pending approval or queued (0:
+	// DefaultMaxPending): a submission over it is refused with 429.
+	MaxPending int
 	// Workers is how many runs execute at once (0: DefaultWorkers).
 	Workers int
 	// WorkerID names this process in each run it executes.
@@ -106,6 +110,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxWall <= 0 {
 		cfg.MaxWall = DefaultMaxWall
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = DefaultMaxPending
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers

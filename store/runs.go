@@ -47,14 +47,27 @@ func Terminal(state string) bool {
 const runColumns = `id, tenant_id, project_id, task, config, state, submitted_by, created_at, decided_by, decided_at,
 	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job`
 
-func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
+// runListColumns are runColumns without config: a list or a sweep never
+// loads the task snapshots (up to the request body limit each), only the
+// view or execution of one run does.
+const runListColumns = `id, tenant_id, project_id, task, state, submitted_by, created_at, decided_by, decided_at,
+	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job`
+
+func scanRun(row interface{ Scan(...any) error }) (*Run, error) { return scanRunCols(row, true) }
+
+// scanRunCols scans runColumns (withConfig) or runListColumns.
+func scanRunCols(row interface{ Scan(...any) error }, withConfig bool) (*Run, error) {
 	var r Run
 	var config string
 	var created int64
 	var decidedBy, cancelledBy, worker, reason, tier, status sql.NullString
 	var decided, cancelled, started, finished, exit, job sql.NullInt64
-	if err := row.Scan(&r.ID, &r.TenantID, &r.ProjectID, &r.Task, &config, &r.State, &r.SubmittedBy, &created, &decidedBy, &decided,
-		&cancelledBy, &cancelled, &started, &finished, &r.Attempts, &worker, &reason, &exit, &tier, &status, &job); err != nil {
+	dest := []any{&r.ID, &r.TenantID, &r.ProjectID, &r.Task, &config, &r.State, &r.SubmittedBy, &created, &decidedBy, &decided,
+		&cancelledBy, &cancelled, &started, &finished, &r.Attempts, &worker, &reason, &exit, &tier, &status, &job}
+	if !withConfig {
+		dest = append(dest[:4:4], dest[5:]...)
+	}
+	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
 	t := func(v sql.NullInt64) *time.Time {
@@ -64,7 +77,10 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 		x := time.Unix(0, v.Int64).UTC()
 		return &x
 	}
-	r.Config, r.CreatedAt = []byte(config), time.Unix(0, created).UTC()
+	if withConfig {
+		r.Config = []byte(config)
+	}
+	r.CreatedAt = time.Unix(0, created).UTC()
 	r.DecidedBy, r.DecidedAt, r.CancelledBy, r.CancelledAt = decidedBy.String, t(decided), cancelledBy.String, t(cancelled)
 	r.StartedAt, r.FinishedAt, r.Worker, r.Reason, r.Tier, r.Status = t(started), t(finished), worker.String, reason.String, tier.String, status.String
 	r.Job = job.Int64
@@ -106,34 +122,36 @@ func (s *Store) RunByID(ctx context.Context, id string) (*Run, error) {
 	return r, err
 }
 
-// Runs lists a tenant's runs, newest first, at most limit.
+// Runs lists a tenant's runs, newest first, at most limit, without
+// their snapshots (Config is nil: Run loads one run's).
 func (s *Store) Runs(ctx context.Context, tenantID string, limit int) ([]*Run, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, id LIMIT ?`), tenantID, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []*Run{}
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return s.listRuns(ctx, `SELECT `+runListColumns+` FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, id LIMIT ?`, tenantID, limit)
 }
 
-// RunsIn lists every run in a state, oldest first (recovery).
+// RunsIn lists every run in a state, oldest first (recovery, the
+// re-enqueue sweep), without their snapshots (Config is nil).
 func (s *Store) RunsIn(ctx context.Context, state string) ([]*Run, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE state = ? ORDER BY created_at, id`), state)
+	return s.listRuns(ctx, `SELECT `+runListColumns+` FROM runs WHERE state = ? ORDER BY created_at, id`, state)
+}
+
+// PendingRuns counts a tenant's runs not yet executing: pending approval
+// or queued (the operator's cap on them, Config.MaxPending, bounds what
+// one tenant can pile up).
+func (s *Store) PendingRuns(ctx context.Context, tenantID string) (int, error) {
+	var n int
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM runs WHERE tenant_id = ? AND state IN (?, ?)`), tenantID, StatePending, StateQueued).Scan(&n)
+	return n, err
+}
+
+func (s *Store) listRuns(ctx context.Context, query string, args ...any) ([]*Run, error) {
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := []*Run{}
 	for rows.Next() {
-		r, err := scanRun(rows)
+		r, err := scanRunCols(rows, false)
 		if err != nil {
 			return nil, err
 		}

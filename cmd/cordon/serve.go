@@ -29,7 +29,7 @@ const defaultListen = "127.0.0.1:8420"
 type serveFlags struct {
 	state, database, adminKeyFile, stewardKeyFile *string
 	maxWall                                       *time.Duration
-	workers                                       *int
+	workers, maxPending                           *int
 	worker                                        bool // a worker serves no HTTP and needs no admin key
 }
 
@@ -41,6 +41,7 @@ func addServeFlags(fs *flag.FlagSet) serveFlags {
 		stewardKeyFile: fs.String("steward-key", "", "the key that signs every run's evidence (default: STATE/steward.key, made on first start)"),
 		maxWall:        durationVar(fs, "max-wall", server.DefaultMaxWall, "the longest any run may take"),
 		workers:        fs.Int("workers", server.DefaultWorkers, "runs executed at once by this process"),
+		maxPending:     fs.Int("max-pending", server.DefaultMaxPending, "the most runs one tenant may have pending approval or queued"),
 	}
 }
 
@@ -98,7 +99,7 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (*store.Store
 	host, _ := os.Hostname()
 	return st, server.Config{
 		Store: st, AdminKey: strings.TrimSpace(string(admin)), StateDir: state, Key: key, Version: version,
-		Log: slog.New(slog.NewJSONHandler(e.stderr, nil)), MaxWall: *f.maxWall, Workers: *f.workers,
+		Log: slog.New(slog.NewJSONHandler(e.stderr, nil)), MaxWall: *f.maxWall, Workers: *f.workers, MaxPending: *f.maxPending,
 		WorkerID: fmt.Sprintf("%s/%d", host, os.Getpid()),
 	}, nil
 }
