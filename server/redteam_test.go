@@ -185,7 +185,8 @@ func TestRedteamCrossTenantAndApproval(t *testing.T) {
 	e.must(409, "POST", "/v1/runs/"+c2+"/cancel", e.keys["member"], "")
 }
 
-// FINDING: a second cancel of a running run overwrites who cancelled it.
+// Finding 7: a second cancel of a running run must not overwrite who
+// cancelled it.
 func TestRedteamCancelRecordOverwritten(t *testing.T) {
 	f := newFake()
 	f.block = true
@@ -206,8 +207,14 @@ func TestRedteamCancelRecordOverwritten(t *testing.T) {
 	r2 := e.do("POST", "/v1/runs/"+id+"/cancel", k.Secret, "")
 	run := e.wait(id, e.keys["member"], 10*time.Second)
 	t.Logf("cancel 1 -> %d, cancel 2 -> %d; cancelled_by=%s (member=%s, m2=%s)", r1.code, r2.code, run.CancelledBy, e.member, u.ID)
-	if r2.code == 202 && run.CancelledBy == u.ID {
-		t.Logf("FINDING: the second cancel replaced cancelled_by (the first canceller %s is lost from the record)", e.member)
+	if r1.code != 202 {
+		t.Errorf("first cancel of a running run: %d", r1.code)
+	}
+	if r2.code != 202 && r2.code != 409 {
+		t.Errorf("second cancel: %d %s", r2.code, r2.body)
+	}
+	if run.CancelledBy != e.member {
+		t.Errorf("cancelled_by %q after a second cancel, want the first canceller %s", run.CancelledBy, e.member)
 	}
 }
 

@@ -240,7 +240,14 @@ func (s *Store) Cancel(ctx context.Context, tenantID, id, by string) (string, er
 	if !errors.Is(err, ErrState) {
 		return "", err
 	}
-	err = s.transition(ctx, tenantID, id, `cancelled_by = ?, cancelled_at = ?`, []any{by, now}, "", nil, StateRunning)
+	// Only the first cancel is recorded: a second one of a running run
+	// changes nothing (who and when stay the first canceller's).
+	err = s.transition(ctx, tenantID, id, `cancelled_by = ?, cancelled_at = ?`, []any{by, now}, ` AND cancelled_by IS NULL`, nil, StateRunning)
+	if errors.Is(err, ErrState) {
+		if r, rerr := s.Run(ctx, tenantID, id); rerr == nil && r.State == StateRunning && r.CancelledBy != "" {
+			return StateRunning, nil
+		}
+	}
 	if err != nil {
 		return "", err
 	}
