@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/grant"
 )
 
@@ -58,6 +59,12 @@ func decodeStrict(b []byte, v any) error {
 // operator's maximum wall time. Everything in it is hostile input: every
 // rule is a check, and a rule broken is an error naming the member.
 func parseProject(b []byte, ceiling *grant.Set, maxWall time.Duration) (map[string]*task, error) {
+	// canon's strict parser first: it refuses a duplicate member (which
+	// encoding/json would resolve silently, last one wins), so that what
+	// a reviewer's JSON tool shows is what is stored.
+	if _, err := canon.Parse(b); err != nil {
+		return nil, fmt.Errorf("project: %w", err)
+	}
 	var pc ProjectConfig
 	if err := decodeStrict(b, &pc); err != nil {
 		return nil, fmt.Errorf("project: %w", err)

@@ -310,11 +310,8 @@ func TestRedteamProjectConfig(t *testing.T) {
 	// duplicate task names in the project: last wins, the snapshot is re-encoded
 	dup := `{"tasks":{"t":{"manifest":` + m + `,"files":` + files(map[string]string{"session.jsonl": rep}) + `},"t":{"manifest":` + manifestFor("sh") + `,"files":` + files(map[string]string{"session.jsonl": replayFor("sh", "-c", "id")}) + `}}}`
 	r = e.do("PUT", "/v1/projects/dup", k, dup)
-	t.Logf("duplicate task key: %d", r.code)
-	if r.code == 200 {
-		var pl struct{ Commands []string }
-		e.must(200, "POST", "/v1/projects/dup/plan", k, `{"task":"t"}`).json(t, &pl)
-		t.Logf("plan after duplicate task key shows commands %v (the later duplicate)", pl.Commands)
+	if r.code != 400 || !strings.Contains(string(r.body), "duplicate") {
+		t.Errorf("duplicate task key: %d %s, want 400 naming the duplicate", r.code, r.body)
 	}
 }
 
@@ -423,7 +420,9 @@ func TestRedteamManifestDuplicateMembers(t *testing.T) {
 	} {
 		proj := `{"tasks":{"t":{"manifest":` + mm + `,"files":{"session.jsonl":` + jsonStr(replayFor("true")) + `,"other.jsonl":` + jsonStr(replayFor("sh", "-c", "id")) + `}}}}`
 		r := e.do("PUT", "/v1/projects/d", e.keys["member"], proj)
-		t.Logf("duplicate %s in the manifest: %d %.200s", name, r.code, r.body)
+		if r.code != 400 || !strings.Contains(string(r.body), "duplicate") {
+			t.Errorf("duplicate %s in the manifest: %d %.200s, want 400 naming the duplicate", name, r.code, r.body)
+		}
 	}
 }
 
