@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path"
 	"sort"
 	"strings"
 	"time"
@@ -143,17 +142,20 @@ func parseTask(tc TaskConfig, ceiling *grant.Set, maxWall time.Duration) (*task,
 	return &task{Manifest: m, Files: tc.Files}, nil
 }
 
-// checkPath admits a clean relative path outside the run record.
+// checkPath admits a clean relative path outside the run record and
+// memory: the manifest's own rules (manifest.CheckPath: canonical,
+// relative, NFC, no control characters, and .cordon refused whatever its
+// case or trailing dots and spaces), and mem refused the same way.
 func checkPath(p string) error {
-	switch {
-	case p == "" || len(p) > 255:
+	if len(p) > 255 {
 		return fmt.Errorf("a path of 1 to 255 bytes")
-	case path.IsAbs(p) || strings.Contains(p, "\\") || path.Clean(p) != p || p == "." || strings.HasPrefix(p, "../") || p == "..":
-		return fmt.Errorf("not a clean relative path")
-	case p == ".cordon" || strings.HasPrefix(p, ".cordon/") || p == "mem" || strings.HasPrefix(p, "mem/"):
-		return fmt.Errorf("inside the run record (.cordon) or memory (mem)")
-	case strings.ContainsAny(p, "\x00\n\r"):
-		return fmt.Errorf("control characters")
+	}
+	if err := manifest.CheckPath(p); err != nil {
+		return err
+	}
+	first, _, _ := strings.Cut(p, "/")
+	if strings.EqualFold(strings.TrimRight(first, ". "), "mem") {
+		return fmt.Errorf("inside the run's memory (mem)")
 	}
 	return nil
 }

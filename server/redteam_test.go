@@ -274,11 +274,11 @@ func TestRedteamProjectConfig(t *testing.T) {
 			t.Errorf("file path %q: %d", p, r.code)
 		}
 	}
-	// case/trailing-dot variants of the reserved names are accepted by
-	// the server's checkPath (the spec's CheckPath refuses them)
-	for _, p := range []string{".CORDON/journal.jsonl", ".cordon./x", ".Cordon/mailbox/operator.jsonl", "MEM/x"} {
-		r := try("paths", m, files(map[string]string{"session.jsonl": rep, p: "x"}))
-		t.Logf("file path %q: %d", p, r.code)
+	// case/trailing-dot variants of the reserved names (finding 9)
+	for _, p := range []string{".CORDON/journal.jsonl", ".cordon./x", ".Cordon/mailbox/operator.jsonl", "MEM/x", "mem./x", "Mem /x"} {
+		if r := try("paths", m, files(map[string]string{"session.jsonl": rep, p: "x"})); r.code != 400 {
+			t.Errorf("reserved-name variant %q: %d, want 400", p, r.code)
+		}
 	}
 	// sh is in the tenant's ceiling but what about an exec outside it
 	if r := try("wide", manifestFor("curl"), files(map[string]string{"session.jsonl": replayFor("curl")})); r.code != 400 {
