@@ -51,9 +51,14 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (*store.Store
 	if err != nil {
 		return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
 	}
+	if err := checkPrivate("state directory", state); err != nil {
+		return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+	}
 	dsn := *f.database
+	sqliteFile := ""
 	if dsn == "" {
 		dsn = filepath.Join(state, "control.db")
+		sqliteFile = dsn
 	}
 	adminFile := *f.adminKeyFile
 	var admin []byte
@@ -71,6 +76,9 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (*store.Store
 		}
 	}
 	if admin == nil {
+		if err := checkPrivate("admin key file", adminFile); err != nil {
+			return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+		}
 		if admin, err = readLimited(adminFile, 4096); err != nil {
 			return nil, server.Config{}, withHint(fmt.Errorf("%s: admin key: %w", verb, err), "the admin key comes only from a file; pass --admin-key-file or let serve make STATE/admin.key")
 		}
@@ -88,9 +96,25 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (*store.Store
 			}
 		}
 	}
+	if err := checkPrivate("steward key file", stewardFile); err != nil {
+		return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+	}
 	key, err := sign.LoadPrivate(stewardFile)
 	if err != nil {
 		return nil, server.Config{}, fmt.Errorf("%s: steward key: %w", verb, err)
+	}
+	if sqliteFile != "" {
+		// The database holds key hashes and every tenant's runs: 0600.
+		// SQLite makes its -wal and -shm files with the database's mode;
+		// those an older version made are narrowed too.
+		if f, err := os.OpenFile(sqliteFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+			f.Close()
+		}
+		for _, sfx := range []string{"", "-wal", "-shm"} {
+			if err := os.Chmod(sqliteFile+sfx, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, server.Config{}, fmt.Errorf("%s: database: %w", verb, err)
+			}
+		}
 	}
 	st, err := store.Open(ctx, dsn)
 	if err != nil {
