@@ -5,14 +5,19 @@ package server_test
 // behaviour so that a fix flips them.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/store"
 )
 
@@ -548,4 +553,61 @@ func TestRedteamPendingCap(t *testing.T) {
 	e.must(201, "POST", "/v1/projects/q/runs", e.keys["other-member"], `{"task":"t"}`)
 	e.must(200, "POST", "/v1/runs/"+ids[0]+"/cancel", e.keys["member"], "")
 	e.submit(e.keys["member"])
+}
+
+// Finding 4: connections are bounded. More idle connections than the
+// limit are held off (the limit holds: a real request waits for a slot),
+// the server stays up, and the request is served once the idle ones time
+// out.
+func TestRedteamConnectionLimit(t *testing.T) {
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k, _ := sign.Generate()
+	s, err := server.New(server.Config{Store: st, AdminKey: adminKey, StateDir: t.TempDir(), Key: k, Version: "test",
+		MaxConns: 4, HeaderTimeout: 500 * time.Millisecond, IdleTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l, time.Second) }()
+	defer func() { cancel(); <-done }()
+	var idle []net.Conn
+	for range 12 {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // the first four are accepted
+	start := time.Now()
+	cl := &http.Client{Timeout: 10 * time.Second}
+	res, err := cl.Get("http://" + l.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatalf("a real request behind %d idle connections: %v", len(idle), err)
+	}
+	res.Body.Close()
+	took := time.Since(start)
+	if res.StatusCode != 200 {
+		t.Errorf("/healthz: %d", res.StatusCode)
+	}
+	// 12 idle connections, 4 at a time, each closed after the 500 ms
+	// header timeout: the request waited for slots, so the limit held.
+	if took < 500*time.Millisecond {
+		t.Errorf("the request was served in %s: the 12 idle connections were not limited to 4", took)
+	}
+	t.Logf("served after %s", took)
 }

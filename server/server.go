@@ -23,6 +23,8 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -35,6 +37,8 @@ const (
 	DefaultBodyWait   = 30 * time.Second
 	DefaultWorkers    = 4
 	DefaultMaxPending = 100
+	DefaultMaxConns   = 1024
+	DefaultIdleWait   = 30 * time.Second
 )
 
 // Config is one control plane.
@@ -75,6 +79,11 @@ type Config struct {
 	// send a request's headers and its whole request (0: the defaults):
 	// a slow client cannot hold a connection open.
 	HeaderTimeout, BodyTimeout time.Duration
+	// MaxConns caps the connections served at once (0: DefaultMaxConns);
+	// more wait in the listen queue. IdleTimeout is how long a keep-alive
+	// connection may sit idle between requests (0: DefaultIdleWait).
+	MaxConns    int
+	IdleTimeout time.Duration
 	// Executor runs one run; nil is the agent runner in the sandbox.
 	Executor Executor
 }
@@ -122,6 +131,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyWait
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleWait
 	}
 	if cfg.RescueAfter <= 0 {
 		cfg.RescueAfter = cfg.MaxWall + 5*time.Minute
@@ -187,14 +202,18 @@ func (s *Server) Stop(ctx context.Context) error {
 
 // Serve serves HTTP on l until ctx ends, then shuts down gracefully:
 // no new connections, in-flight requests finished (up to grace), the
-// queue stopped.
+// queue stopped. At most MaxConns connections are served at once (an
+// unauthenticated client cannot exhaust the process's descriptors); an
+// idle one is closed after IdleTimeout, one that sends no request after
+// HeaderTimeout.
 func (s *Server) Serve(ctx context.Context, l net.Listener, grace time.Duration) error {
+	l = netutil.LimitListener(l, s.cfg.MaxConns)
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: s.cfg.HeaderTimeout,
 		ReadTimeout:       s.cfg.BodyTimeout,
 		WriteTimeout:      5 * time.Minute, // evidence downloads
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },

@@ -155,6 +155,7 @@ func runServe(e *env, args []string) error {
 	tlsKey := fs.String("tls-key", "", "the TLS certificate's private key (PEM)")
 	noExec := fs.Bool("no-execute", false, "serve the API only; runs are executed by 'cordon worker' processes (PostgreSQL)")
 	grace := durationVar(fs, "grace", 30*time.Second, "how long shutdown waits for requests and running runs")
+	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "the most connections served at once (more wait to be accepted)")
 	sf := addServeFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -177,6 +178,7 @@ func runServe(e *env, args []string) error {
 		return withHint(errors.New("serve: --no-execute needs PostgreSQL"), "with SQLite the server is the only process that can execute runs")
 	}
 	cfg.Execute = !*noExec
+	cfg.MaxConns = *maxConns
 	s, err := server.New(cfg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
