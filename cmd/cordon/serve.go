@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/internal/flock"
 	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -45,14 +46,26 @@ func addServeFlags(fs *flag.FlagSet) serveFlags {
 	}
 }
 
-// open opens the store and the keys the flags name.
-func (f serveFlags) open(ctx context.Context, e *env, verb string) (*store.Store, server.Config, error) {
+// open opens the store and the keys the flags name, holding the state
+// directory's lock (one process per state directory: a second server on
+// it would fail the first's running runs as interrupted); release closes
+// the store and the lock.
+func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.Store, cfg server.Config, release func(), err error) {
+	var lock *os.File
+	defer func() {
+		if err != nil && lock != nil {
+			lock.Close()
+		}
+	}()
 	state, err := execStateDir(*f.state)
 	if err != nil {
-		return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+		return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
 	}
 	if err := checkPrivate("state directory", state); err != nil {
-		return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+		return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	if lock, err = lockState(state); err != nil {
+		return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
 	}
 	dsn := *f.database
 	sqliteFile := ""
@@ -72,15 +85,15 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (*store.Store
 	if adminFile == "" {
 		adminFile = filepath.Join(state, "admin.key")
 		if err := makeSecretFile(e, adminFile); err != nil {
-			return nil, server.Config{}, fmt.Errorf("%s: admin key: %w", verb, err)
+			return nil, server.Config{}, nil, fmt.Errorf("%s: admin key: %w", verb, err)
 		}
 	}
 	if admin == nil {
 		if err := checkPrivate("admin key file", adminFile); err != nil {
-			return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+			return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
 		}
 		if admin, err = readLimited(adminFile, 4096); err != nil {
-			return nil, server.Config{}, withHint(fmt.Errorf("%s: admin key: %w", verb, err), "the admin key comes only from a file; pass --admin-key-file or let serve make STATE/admin.key")
+			return nil, server.Config{}, nil, withHint(fmt.Errorf("%s: admin key: %w", verb, err), "the admin key comes only from a file; pass --admin-key-file or let serve make STATE/admin.key")
 		}
 	}
 	stewardFile := *f.stewardKeyFile
@@ -89,19 +102,19 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (*store.Store
 		if _, err := os.Lstat(stewardFile); errors.Is(err, fs.ErrNotExist) {
 			k, err := sign.Generate()
 			if err != nil {
-				return nil, server.Config{}, err
+				return nil, server.Config{}, nil, err
 			}
 			if err := sign.WritePrivate(stewardFile, k); err != nil {
-				return nil, server.Config{}, fmt.Errorf("%s: steward key: %w", verb, err)
+				return nil, server.Config{}, nil, fmt.Errorf("%s: steward key: %w", verb, err)
 			}
 		}
 	}
 	if err := checkPrivate("steward key file", stewardFile); err != nil {
-		return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+		return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
 	}
 	key, err := sign.LoadPrivate(stewardFile)
 	if err != nil {
-		return nil, server.Config{}, fmt.Errorf("%s: steward key: %w", verb, err)
+		return nil, server.Config{}, nil, fmt.Errorf("%s: steward key: %w", verb, err)
 	}
 	if sqliteFile != "" {
 		// The database holds key hashes and every tenant's runs: 0600.
@@ -112,20 +125,40 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (*store.Store
 		}
 		for _, sfx := range []string{"", "-wal", "-shm"} {
 			if err := os.Chmod(sqliteFile+sfx, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, server.Config{}, fmt.Errorf("%s: database: %w", verb, err)
+				return nil, server.Config{}, nil, fmt.Errorf("%s: database: %w", verb, err)
 			}
 		}
 	}
-	st, err := store.Open(ctx, dsn)
+	st, err = store.Open(ctx, dsn)
 	if err != nil {
-		return nil, server.Config{}, fmt.Errorf("%s: %w", verb, err)
+		return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
 	}
 	host, _ := os.Hostname()
+	release = func() { st.Close(); lock.Close() }
 	return st, server.Config{
 		Store: st, AdminKey: strings.TrimSpace(string(admin)), StateDir: state, Key: key, Version: version,
 		Log: slog.New(slog.NewJSONHandler(e.stderr, nil)), MaxWall: *f.maxWall, Workers: *f.workers, MaxPending: *f.maxPending,
 		WorkerID: fmt.Sprintf("%s/%d", host, os.Getpid()),
-	}, nil
+	}, release, nil
+}
+
+// lockState takes the state directory's exclusive lock (STATE/lock),
+// held while the returned file is open.
+func lockState(state string) (*os.File, error) {
+	name := filepath.Join(state, "lock")
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|flock.NoFollow, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state directory lock: %w", err)
+	}
+	if err := flock.TryLock(f); err != nil {
+		f.Close()
+		if errors.Is(err, flock.ErrHeld) {
+			return nil, withHint(fmt.Errorf("another cordon serve or worker is using the state directory %s (it holds %s)", state, name),
+				"stop that process, or give this one its own --state")
+		}
+		return nil, fmt.Errorf("state directory lock: %w", err)
+	}
+	return f, nil
 }
 
 // makeSecretFile writes a new random admin key to name (0600) unless the
@@ -169,11 +202,11 @@ func runServe(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, cfg, err := sf.open(ctx, e, "serve")
+	st, cfg, release, err := sf.open(ctx, e, "serve")
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer release()
 	if *noExec && st.Engine() != store.Postgres {
 		return withHint(errors.New("serve: --no-execute needs PostgreSQL"), "with SQLite the server is the only process that can execute runs")
 	}
@@ -229,11 +262,11 @@ func runWorker(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, cfg, err := sf.open(ctx, e, "worker")
+	_, cfg, release, err := sf.open(ctx, e, "worker")
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer release()
 	cfg.Execute = true
 	s, err := server.New(cfg)
 	if err != nil {

@@ -20,9 +20,9 @@ func openServe(t *testing.T, args ...string) error {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	st, _, err := sf.open(t.Context(), &env{stdout: io.Discard, stderr: io.Discard}, "serve")
+	_, _, release, err := sf.open(t.Context(), &env{stdout: io.Discard, stderr: io.Discard}, "serve")
 	if err == nil {
-		st.Close()
+		release()
 	}
 	return err
 }
@@ -99,4 +99,25 @@ func TestServeStateForeignOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRefused(t, openServe(t, "--state", dir), dir, "chown 0")
+}
+
+// Finding 6: a second server on one state directory is refused while the
+// first holds it (the second's recovery would fail the first's running
+// runs), and admitted once the first is gone.
+func TestServeStateLocked(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	sf := addServeFlags(fs)
+	if err := fs.Parse([]string{"--state", dir}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, release, err := sf.open(t.Context(), &env{stdout: io.Discard, stderr: io.Discard}, "serve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, openServe(t, "--state", dir), dir, "its own --state")
+	release()
+	if err := openServe(t, "--state", dir); err != nil {
+		t.Fatalf("after the first server released the state directory: %v", err)
+	}
 }
