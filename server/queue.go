@@ -301,8 +301,18 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		s.log.ErrorContext(ctx, "storing the run's evidence", slog.String("run", id), slog.String("err", err.Error()))
 		out.Reason = strings.TrimPrefix(out.Reason+"; ", "; ") + "its evidence could not be stored: it is on worker " + s.cfg.WorkerID + " in " + s.runDir(id)
 	}
-	if _, err := s.store.Finish(rec, id, attempt, out); err != nil {
+	recorded, err := s.store.Finish(rec, id, attempt, out)
+	if err != nil {
 		return err
+	}
+	if !recorded {
+		// Another process ended the run meanwhile (a recovery that took
+		// it for interrupted, a rescue): the record it wrote stands, and
+		// this attempt's outcome is lost; say so.
+		s.log.ErrorContext(ctx, "run outcome not recorded: the run was no longer running under this attempt", slog.String("run", id),
+			slog.Int("attempt", attempt), slog.String("state", out.State), slog.String("reason", out.Reason))
+		s.metrics.run("outcome_unrecorded")
+		return nil
 	}
 	s.metrics.run(out.State)
 	if run.StartedAt != nil {

@@ -611,3 +611,33 @@ func TestRedteamConnectionLimit(t *testing.T) {
 	}
 	t.Logf("served after %s", took)
 }
+
+// Finding 6: when an execution's outcome cannot be recorded (the run was
+// ended by another process meanwhile), it is counted, not dropped silently.
+func TestRedteamUnrecordedOutcomeCounted(t *testing.T) {
+	f := newFake()
+	f.delay = 500 * time.Millisecond
+	e := newEnv(t, envOpts{exec: f})
+	e.setup(projectFor("true"))
+	id := e.submit(e.keys["member"])
+	e.must(200, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
+	<-f.started
+	// another process (a second server's recovery) fails the run
+	if ok, err := e.store.Interrupted(t.Context(), id, "taken for interrupted"); err != nil || !ok {
+		t.Fatalf("Interrupted: %v %v", ok, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := e.must(200, "GET", "/metrics", adminKey, "")
+		if strings.Contains(string(m.body), `cordon_runs_total{event="outcome_unrecorded"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no outcome_unrecorded count:\n%s", m.body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if run := e.wait(id, e.keys["member"], time.Second); run.Reason != "taken for interrupted" {
+		t.Errorf("the first record was replaced: %+v", run)
+	}
+}
