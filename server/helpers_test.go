@@ -147,6 +147,9 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.pending == 0 {
+		o.pending = 1 << 20 // the matrix and load tests submit hundreds; TestRedteamPendingCap tests the cap
+	}
 	if o.exec == nil && !o.real {
 		o.exec = newFake()
 	}

@@ -50,8 +50,8 @@ func TestDuplicateJobLeavesRunningRunAlone(t *testing.T) {
 	ten, _ := st.CreateTenant(ctx, "a", []byte(grants))
 	m, _ := st.CreateUser(ctx, ten.ID, "m", store.RoleMember)
 	a, _ := st.CreateUser(ctx, ten.ID, "a", store.RoleApprover)
-	p, _ := st.PutProject(ctx, ten.ID, "p", []byte(`{}`), func([]byte) error { return nil })
-	r, _ := st.CreateRun(ctx, ten.ID, p.ID, "t", []byte(snap), m.ID)
+	p, _ := st.PutProject(ctx, ten.ID, "p", "", []byte(`{}`), func([]byte) error { return nil })
+	r, _ := st.CreateRun(ctx, ten.ID, p.ID, "t", []byte(snap), m.ID, "")
 	if err := st.Approve(ctx, ten.ID, r.ID, a.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -471,27 +471,46 @@ func TestRedteamGrantsEscapeCeiling(t *testing.T) {
 	}
 }
 
-// FINDING: gate independence compares only the submitter and the
-// approver. The project (what executes) records no author, so an
-// approver can write the task's configuration, have anyone submit it,
-// and approve it: the only person who reviewed the configuration wrote it.
+// Finding 2: gate independence covers the author of what executes. The
+// project records who wrote it, the run's snapshot carries that author,
+// and the author cannot approve it; another approver can.
 func TestRedteamApproverAuthorsWhatTheyApprove(t *testing.T) {
 	f := newFake()
 	e := newEnv(t, envOpts{exec: f})
 	e.setup(projectFor("true"))
 	// the approver rewrites the project: now the task runs sh
 	e.must(200, "PUT", "/v1/projects/p", e.keys["approver"], projectFor("sh", "-c", "true"))
-	// a member submits "the usual task"
-	id := e.submit(e.keys["member"])
-	// the approver approves their own configuration
-	r := e.do("POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
-	run := e.wait(id, e.keys["member"], 10*time.Second)
 	var proj map[string]any
 	e.must(200, "GET", "/v1/projects/p", e.keys["member"], "").json(t, &proj)
-	_, hasAuthor := proj["updated_by"]
-	t.Logf("approve by the project's author: %d; run %s; the project records its author: %v", r.code, run.State, hasAuthor)
-	if r.code == 200 && f.executions(id) == 1 {
-		t.Logf("FINDING: an approver approved and executed a task configuration they wrote themselves")
+	if proj["updated_by"] != e.approver {
+		t.Errorf("project updated_by %v, want the approver %s", proj["updated_by"], e.approver)
+	}
+	// a member submits "the usual task"
+	id := e.submit(e.keys["member"])
+	var view map[string]any
+	e.must(200, "GET", "/v1/runs/"+id, e.keys["member"], "").json(t, &view)
+	if view["authored_by"] != e.approver {
+		t.Errorf("run authored_by %v, want the approver %s", view["authored_by"], e.approver)
+	}
+	// the approver cannot approve their own configuration
+	r := e.must(403, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
+	if !strings.Contains(string(r.body), "author") {
+		t.Errorf("refusal does not say why: %s", r.body)
+	}
+	// a project rewritten later does not change the run's author
+	e.must(200, "PUT", "/v1/projects/p", e.keys["member"], projectFor("sh", "-c", "true"))
+	e.must(403, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
+	if n := f.executions(id); n != 0 {
+		t.Errorf("executions: %d", n)
+	}
+	// another approver can approve it
+	var u struct{ ID string }
+	e.must(201, "POST", "/v1/tenants/"+e.tenantA+"/users", adminKey, `{"name":"approver2","role":"approver"}`).json(t, &u)
+	var k struct{ Secret string }
+	e.must(201, "POST", "/v1/tenants/"+e.tenantA+"/keys", adminKey, `{"user":"`+u.ID+`"}`).json(t, &k)
+	e.must(200, "POST", "/v1/runs/"+id+"/approve", k.Secret, "")
+	if run := e.wait(id, e.keys["member"], 10*time.Second); run.State != store.StateFinished {
+		t.Errorf("run %s after another approver's approval", run.State)
 	}
 }
 

@@ -294,7 +294,7 @@ func (s *Server) putProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	check := s.ceilingCheck(b)
-	p, err := s.store.PutProject(r.Context(), tenantOf(r).TenantID, name, b, func(c []byte) error {
+	p, err := s.store.PutProject(r.Context(), tenantOf(r).TenantID, name, tenantOf(r).UserID, b, func(c []byte) error {
 		if err := check(c); err != nil {
 			return fmt.Errorf("%w: %w", errProject, err)
 		}
@@ -404,7 +404,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 429, Msg: fmt.Sprintf("the tenant has %d runs pending approval or queued, the operator's maximum (--max-pending %d): approve, reject or cancel some first", n, s.cfg.MaxPending)})
 		return
 	}
-	run, err := s.store.CreateRun(r.Context(), p.TenantID, p.ID, req.Task, snap, tenantOf(r).UserID)
+	run, err := s.store.CreateRun(r.Context(), p.TenantID, p.ID, req.Task, snap, tenantOf(r).UserID, p.UpdatedBy)
 	if err != nil {
 		s.fail(w, r, storeError(err, "run"))
 		return

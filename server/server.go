@@ -297,6 +297,8 @@ func storeError(err error, what string) *apiError {
 		return &apiError{Code: 409, Msg: what + " exists already"}
 	case errors.Is(err, store.ErrSelfApproval):
 		return &apiError{Code: 403, Msg: "the submitter of a run cannot approve or reject it; another approver must", Err: err}
+	case errors.Is(err, store.ErrAuthorApproval):
+		return &apiError{Code: 403, Msg: "the author of a run's task configuration (who last wrote the project) cannot approve it; another approver must", Err: err}
 	case errors.Is(err, store.ErrState):
 		return &apiError{Code: 409, Msg: err.Error()[len("store: "):]}
 	}

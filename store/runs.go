@@ -19,6 +19,7 @@ type Run struct {
 	Config      []byte     `json:"-"`
 	State       string     `json:"state"`
 	SubmittedBy string     `json:"submitted_by"`
+	AuthoredBy  string     `json:"authored_by,omitempty"` // who last wrote the project the snapshot was taken from
 	CreatedAt   time.Time  `json:"created_at"`
 	DecidedBy   string     `json:"decided_by,omitempty"` // who approved or rejected
 	DecidedAt   *time.Time `json:"decided_at,omitempty"`
@@ -45,13 +46,13 @@ func Terminal(state string) bool {
 }
 
 const runColumns = `id, tenant_id, project_id, task, config, state, submitted_by, created_at, decided_by, decided_at,
-	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job`
+	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job, authored_by`
 
 // runListColumns are runColumns without config: a list or a sweep never
 // loads the task snapshots (up to the request body limit each), only the
 // view or execution of one run does.
 const runListColumns = `id, tenant_id, project_id, task, state, submitted_by, created_at, decided_by, decided_at,
-	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job`
+	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job, authored_by`
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) { return scanRunCols(row, true) }
 
@@ -60,10 +61,10 @@ func scanRunCols(row interface{ Scan(...any) error }, withConfig bool) (*Run, er
 	var r Run
 	var config string
 	var created int64
-	var decidedBy, cancelledBy, worker, reason, tier, status sql.NullString
+	var decidedBy, cancelledBy, worker, reason, tier, status, author sql.NullString
 	var decided, cancelled, started, finished, exit, job sql.NullInt64
 	dest := []any{&r.ID, &r.TenantID, &r.ProjectID, &r.Task, &config, &r.State, &r.SubmittedBy, &created, &decidedBy, &decided,
-		&cancelledBy, &cancelled, &started, &finished, &r.Attempts, &worker, &reason, &exit, &tier, &status, &job}
+		&cancelledBy, &cancelled, &started, &finished, &r.Attempts, &worker, &reason, &exit, &tier, &status, &job, &author}
 	if !withConfig {
 		dest = append(dest[:4:4], dest[5:]...)
 	}
@@ -83,7 +84,7 @@ func scanRunCols(row interface{ Scan(...any) error }, withConfig bool) (*Run, er
 	r.CreatedAt = time.Unix(0, created).UTC()
 	r.DecidedBy, r.DecidedAt, r.CancelledBy, r.CancelledAt = decidedBy.String, t(decided), cancelledBy.String, t(cancelled)
 	r.StartedAt, r.FinishedAt, r.Worker, r.Reason, r.Tier, r.Status = t(started), t(finished), worker.String, reason.String, tier.String, status.String
-	r.Job = job.Int64
+	r.Job, r.AuthoredBy = job.Int64, author.String
 	if exit.Valid {
 		e := int(exit.Int64)
 		r.ExitCode = &e
@@ -93,11 +94,14 @@ func scanRunCols(row interface{ Scan(...any) error }, withConfig bool) (*Run, er
 
 // CreateRun records a run of a project's task, pending approval: no
 // other state can be created.
-func (s *Store) CreateRun(ctx context.Context, tenantID, projectID, task string, config []byte, submitter string) (*Run, error) {
+//
+// author is who wrote the snapshot's content (the project's last
+// writer; "" when unknown): they may not approve it.
+func (s *Store) CreateRun(ctx context.Context, tenantID, projectID, task string, config []byte, submitter, author string) (*Run, error) {
 	r := &Run{ID: NewID("run_"), TenantID: tenantID, ProjectID: projectID, Task: task, Config: config, State: StatePending,
-		SubmittedBy: submitter, CreatedAt: s.now().UTC()}
-	if _, err := s.exec(ctx, `INSERT INTO runs (id, tenant_id, project_id, task, config, state, submitted_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, tenantID, projectID, task, string(config), StatePending, submitter, r.CreatedAt.UnixNano()); err != nil {
+		SubmittedBy: submitter, AuthoredBy: author, CreatedAt: s.now().UTC()}
+	if _, err := s.exec(ctx, `INSERT INTO runs (id, tenant_id, project_id, task, config, state, submitted_by, created_at, authored_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, tenantID, projectID, task, string(config), StatePending, submitter, r.CreatedAt.UnixNano(), nullable(author)); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -215,6 +219,9 @@ func (s *Store) decide(ctx context.Context, tenantID, id, approver, to string) e
 	if r.SubmittedBy == approver {
 		return fmt.Errorf("store: run %s: %w", id, ErrSelfApproval)
 	}
+	if to == StateQueued && r.AuthoredBy == approver {
+		return fmt.Errorf("store: run %s: %w", id, ErrAuthorApproval)
+	}
 	now := s.now().UnixNano()
 	set := `state = ?, decided_by = ?, decided_at = ?`
 	args := []any{to, approver, now}
@@ -224,7 +231,12 @@ func (s *Store) decide(ctx context.Context, tenantID, id, approver, to string) e
 	}
 	// submitted_by <> ? again in the UPDATE: the check above and the
 	// change are one condition.
-	return s.transition(ctx, tenantID, id, set, args, ` AND submitted_by <> ?`, []any{approver}, StatePending)
+	cond, condArgs := ` AND submitted_by <> ?`, []any{approver}
+	if to == StateQueued {
+		cond += ` AND (authored_by IS NULL OR authored_by <> ?)`
+		condArgs = append(condArgs, approver)
+	}
+	return s.transition(ctx, tenantID, id, set, args, cond, condArgs, StatePending)
 }
 
 // Cancel cancels a run that has not ended. A pending or queued run is

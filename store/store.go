@@ -40,7 +40,10 @@ var (
 	ErrExists       = errors.New("store: already exists")
 	ErrState        = errors.New("store: the run is not in a state that allows this")
 	ErrSelfApproval = errors.New("store: the submitter of a run cannot approve or reject it")
-	ErrUnauthorized = errors.New("store: unknown or revoked key")
+	// ErrAuthorApproval: the author of a run's snapshot (who last wrote
+	// the project) cannot approve it.
+	ErrAuthorApproval = errors.New("store: the author of a run's task configuration cannot approve it")
+	ErrUnauthorized   = errors.New("store: unknown or revoked key")
 )
 
 // Run states (docs/server.md).
@@ -441,13 +444,16 @@ type Project struct {
 	Config    []byte    `json:"-"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// UpdatedBy is the user who last wrote the project (its tasks' author:
+	// gate independence refuses their approval of a run of it).
+	UpdatedBy string `json:"updated_by,omitempty"`
 }
 
 // PutProject creates or replaces a project. check is called with the
 // tenant's ceiling inside the write's transaction and refuses the write
 // by returning an error, so that a ceiling changed concurrently cannot
 // slip a project past it.
-func (s *Store) PutProject(ctx context.Context, tenantID, name string, config []byte, check func(ceiling []byte) error) (*Project, error) {
+func (s *Store) PutProject(ctx context.Context, tenantID, name, by string, config []byte, check func(ceiling []byte) error) (*Project, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -471,17 +477,17 @@ func (s *Store) PutProject(ctx context.Context, tenantID, name string, config []
 		return nil, err
 	}
 	now := s.now().UTC()
-	p := &Project{ID: NewID("prj_"), TenantID: tenantID, Name: name, Config: config, CreatedAt: now, UpdatedAt: now}
+	p := &Project{ID: NewID("prj_"), TenantID: tenantID, Name: name, Config: config, CreatedAt: now, UpdatedAt: now, UpdatedBy: by}
 	var id string
 	var created int64
 	err = tx.QueryRowContext(ctx, s.q(`SELECT id, created_at FROM projects WHERE tenant_id = ? AND name = ?`), tenantID, name).Scan(&id, &created)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO projects (id, tenant_id, name, config, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`),
-			p.ID, tenantID, name, string(config), now.UnixNano(), now.UnixNano())
+		_, err = tx.ExecContext(ctx, s.q(`INSERT INTO projects (id, tenant_id, name, config, created_at, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+			p.ID, tenantID, name, string(config), now.UnixNano(), now.UnixNano(), nullable(by))
 	case err == nil:
 		p.ID, p.CreatedAt = id, time.Unix(0, created).UTC()
-		_, err = tx.ExecContext(ctx, s.q(`UPDATE projects SET config = ?, updated_at = ? WHERE id = ?`), string(config), now.UnixNano(), id)
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE projects SET config = ?, updated_at = ?, updated_by = ? WHERE id = ?`), string(config), now.UnixNano(), nullable(by), id)
 	}
 	if err != nil {
 		return nil, uniqueErr(err)
@@ -494,8 +500,10 @@ func (s *Store) Project(ctx context.Context, tenantID, name string) (*Project, e
 	var p Project
 	var config string
 	var created, updated int64
-	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT id, tenant_id, name, config, created_at, updated_at FROM projects WHERE tenant_id = ? AND name = ?`), tenantID, name).
-		Scan(&p.ID, &p.TenantID, &p.Name, &config, &created, &updated)
+	var by sql.NullString
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT id, tenant_id, name, config, created_at, updated_at, updated_by FROM projects WHERE tenant_id = ? AND name = ?`), tenantID, name).
+		Scan(&p.ID, &p.TenantID, &p.Name, &config, &created, &updated, &by)
+	p.UpdatedBy = by.String
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: project %q: %w", name, ErrNotFound)
 	}
@@ -508,7 +516,7 @@ func (s *Store) Project(ctx context.Context, tenantID, name string) (*Project, e
 
 // Projects lists a tenant's projects.
 func (s *Store) Projects(ctx context.Context, tenantID string) ([]*Project, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT id, name, created_at, updated_at FROM projects WHERE tenant_id = ? ORDER BY name`), tenantID)
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT id, name, created_at, updated_at, updated_by FROM projects WHERE tenant_id = ? ORDER BY name`), tenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -517,9 +525,11 @@ func (s *Store) Projects(ctx context.Context, tenantID string) ([]*Project, erro
 	for rows.Next() {
 		p := Project{TenantID: tenantID}
 		var created, updated int64
-		if err := rows.Scan(&p.ID, &p.Name, &created, &updated); err != nil {
+		var by sql.NullString
+		if err := rows.Scan(&p.ID, &p.Name, &created, &updated, &by); err != nil {
 			return nil, err
 		}
+		p.UpdatedBy = by.String
 		p.CreatedAt, p.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
 		out = append(out, &p)
 	}

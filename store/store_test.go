@@ -66,7 +66,7 @@ func setup(t *testing.T, s *store.Store, name string) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.PutProject(ctx, ten.ID, "proj", []byte(`{}`), func([]byte) error { return nil })
+	p, err := s.PutProject(ctx, ten.ID, "proj", "", []byte(`{}`), func([]byte) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestRunStateMachine(t *testing.T) {
 	engines(t, func(t *testing.T, s *store.Store) {
 		ctx := t.Context()
 		f := setup(t, s, "acme")
-		r, err := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID)
+		r, err := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
 		if err != nil || r.State != store.StatePending {
 			t.Fatalf("%+v %v", r, err)
 		}
@@ -194,14 +194,14 @@ func TestRunStateMachine(t *testing.T) {
 			t.Fatalf("cancelled run %+v", got)
 		}
 		// Rejection, and cancel before running.
-		r2, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID)
+		r2, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
 		if err := s.Reject(ctx, f.tenant.ID, r2.ID, f.member.ID); !errors.Is(err, store.ErrSelfApproval) {
 			t.Fatalf("self rejection: %v", err)
 		}
 		if err := s.Reject(ctx, f.tenant.ID, r2.ID, f.approver.ID); err != nil {
 			t.Fatal(err)
 		}
-		r3, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID)
+		r3, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
 		if st, err := s.Cancel(ctx, f.tenant.ID, r3.ID, f.member.ID); err != nil || st != store.StateCancelled {
 			t.Fatalf("cancel pending: %s %v", st, err)
 		}
@@ -209,7 +209,7 @@ func TestRunStateMachine(t *testing.T) {
 			t.Fatalf("second cancel: %v", err)
 		}
 		// Interrupted: a running run whose attempt died is failed, once.
-		r4, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID)
+		r4, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
 		s.Approve(ctx, f.tenant.ID, r4.ID, f.approver.ID)
 		s.Start(ctx, r4.ID, "w1", 3)
 		if ok, err := s.Interrupted(ctx, r4.ID, "worker died"); !ok || err != nil {
@@ -231,7 +231,7 @@ func TestCrossTenantInvisible(t *testing.T) {
 		ctx := t.Context()
 		a := setup(t, s, "a")
 		b := setup(t, s, "b")
-		r, _ := s.CreateRun(ctx, a.tenant.ID, a.project.ID, "t", []byte(`{}`), a.member.ID)
+		r, _ := s.CreateRun(ctx, a.tenant.ID, a.project.ID, "t", []byte(`{}`), a.member.ID, "")
 		if _, err := s.Run(ctx, b.tenant.ID, r.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("other tenant reads the run: %v", err)
 		}
@@ -268,7 +268,7 @@ func TestProjectCheckedAgainstCeiling(t *testing.T) {
 		f := setup(t, s, "acme")
 		refuse := errors.New("not covered")
 		var seen string
-		_, err := s.PutProject(ctx, f.tenant.ID, "proj", []byte(`{"v":2}`), func(c []byte) error { seen = string(c); return refuse })
+		_, err := s.PutProject(ctx, f.tenant.ID, "proj", "", []byte(`{"v":2}`), func(c []byte) error { seen = string(c); return refuse })
 		if !errors.Is(err, refuse) || seen != `{"ceiling":true}` {
 			t.Fatalf("%v, ceiling seen %q", err, seen)
 		}
@@ -285,7 +285,7 @@ func TestConcurrentApprovals(t *testing.T) {
 	engines(t, func(t *testing.T, s *store.Store) {
 		ctx := context.WithoutCancel(t.Context())
 		f := setup(t, s, "acme")
-		r, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID)
+		r, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		approved, started := 0, 0
