@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,20 @@ func TestEvidenceVerifiesOffline(t *testing.T) {
 		t.Fatalf("journal without run.end: %.300s", j.body)
 	}
 	ev := e.must(200, "GET", "/v1/runs/"+id+"/evidence", e.keys["member"], "")
+	// finding 11: evidence is never content-sniffed (a journal holds the
+	// agent's text)
+	for _, which := range []string{"journal", "evidence"} {
+		req, _ := http.NewRequest("GET", e.url+"/v1/runs/"+id+"/"+which, nil)
+		req.Header.Set("Authorization", "Bearer "+e.keys["member"])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if got := res.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q, want nosniff", which, got)
+		}
+	}
 	dir := t.TempDir()
 	untar(t, ev.body, dir)
 	ws := filepath.Join(dir, id)

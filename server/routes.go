@@ -554,6 +554,7 @@ func (s *Server) serveEvidence(w http.ResponseWriter, r *http.Request, which, ct
 		return
 	}
 	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("X-Content-Type-Options", "nosniff") // a journal is the agent's text: never sniffed as HTML
 	if ext != "" {
 		w.Header().Set("Content-Disposition", `attachment; filename="`+run.ID+ext+`"`)
 	}
