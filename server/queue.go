@@ -299,7 +299,10 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	if err := s.saveEvidence(rec, id); err != nil {
 		// The run's outcome stands; its record stays on this host.
 		s.log.ErrorContext(ctx, "storing the run's evidence", slog.String("run", id), slog.String("err", err.Error()))
-		out.Reason = strings.TrimPrefix(out.Reason+"; ", "; ") + "its evidence could not be stored: it is on worker " + s.cfg.WorkerID + " in " + s.runDir(id)
+		// The reason names the worker, not the path (the log has it):
+		// tenants see reasons.
+		s.log.ErrorContext(ctx, "the run's evidence stays on this worker", slog.String("run", id), slog.String("dir", s.runDir(id)))
+		out.Reason = strings.TrimPrefix(out.Reason+"; ", "; ") + "its evidence could not be stored: it stays on worker " + s.cfg.WorkerID
 	}
 	recorded, err := s.store.Finish(rec, id, attempt, out)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -138,8 +139,16 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.St
 	return st, server.Config{
 		Store: st, AdminKey: strings.TrimSpace(string(admin)), StateDir: state, Key: key, Version: version,
 		Log: slog.New(slog.NewJSONHandler(e.stderr, nil)), MaxWall: *f.maxWall, Workers: *f.workers, MaxPending: *f.maxPending,
-		WorkerID: fmt.Sprintf("%s/%d", host, os.Getpid()),
+		WorkerID: workerID(host, os.Getpid()),
 	}, release, nil
+}
+
+// workerID names this process in the runs it executes, which tenants
+// see: an opaque digest of its host name and process id, not the two
+// themselves (serve and worker log the mapping at start).
+func workerID(host string, pid int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", host, pid)))
+	return "wrk_" + hex.EncodeToString(h[:8])
 }
 
 // lockState takes the state directory's exclusive lock (STATE/lock),
@@ -235,7 +244,8 @@ func runServe(e *env, args []string) error {
 		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		scheme = "https"
 	}
-	fmt.Fprintf(e.stderr, "cordon: serving %s://%s (database %s, state %s)\n", scheme, l.Addr(), st.Engine(), cfg.StateDir)
+	host, _ := os.Hostname()
+	fmt.Fprintf(e.stderr, "cordon: serving %s://%s (database %s, state %s, worker %s = %s/%d)\n", scheme, l.Addr(), st.Engine(), cfg.StateDir, cfg.WorkerID, host, os.Getpid())
 	if err := s.Serve(ctx, l, *grace); err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -275,7 +285,8 @@ func runWorker(e *env, args []string) error {
 	if err := s.Start(ctx); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	fmt.Fprintf(e.stderr, "cordon: worker %s executing runs (state %s)\n", cfg.WorkerID, cfg.StateDir)
+	host, _ := os.Hostname()
+	fmt.Fprintf(e.stderr, "cordon: worker %s (%s/%d) executing runs (state %s)\n", cfg.WorkerID, host, os.Getpid(), cfg.StateDir)
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
 	defer cancel()

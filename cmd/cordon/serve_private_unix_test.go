@@ -121,3 +121,15 @@ func TestServeStateLocked(t *testing.T) {
 		t.Fatalf("after the first server released the state directory: %v", err)
 	}
 }
+
+// Finding 10: the worker id tenants see in run views names neither the
+// host nor the process.
+func TestWorkerIDOpaque(t *testing.T) {
+	id := workerID("build-host-7.internal", 4242)
+	if strings.Contains(id, "build-host") || strings.Contains(id, "4242") || !strings.HasPrefix(id, "wrk_") {
+		t.Errorf("worker id %q shows the host or pid", id)
+	}
+	if id == workerID("build-host-7.internal", 4243) {
+		t.Errorf("two processes share worker id %q", id)
+	}
+}
