@@ -355,19 +355,24 @@ type planView struct {
 	Executes bool     `json:"executes"` // always false: a plan runs nothing
 }
 
-// plan returns what a run of the task would execute, and executes nothing.
-func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
+// runTask reads a run request (plan or submit) and resolves its task in
+// the path's project: the one way a caller names what to run.
+func (s *Server) runTask(r *http.Request) (*RunRequest, *store.Project, []byte, *task, *apiError) {
 	b, ae := readBody(r)
 	if ae != nil {
-		s.fail(w, r, ae)
-		return
+		return nil, nil, nil, nil, ae
 	}
 	req, err := parseRunRequest(b)
 	if err != nil {
-		s.fail(w, r, &apiError{Code: 400, Msg: err.Error()})
-		return
+		return nil, nil, nil, nil, &apiError{Code: 400, Msg: err.Error()}
 	}
-	_, _, t, ae := s.resolveTask(r, r.PathValue("project"), req.Task)
+	p, snap, t, ae := s.resolveTask(r, r.PathValue("project"), req.Task)
+	return req, p, snap, t, ae
+}
+
+// plan returns what a run of the task would execute, and executes nothing.
+func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
+	req, _, _, t, ae := s.runTask(r)
 	if ae != nil {
 		s.fail(w, r, ae)
 		return
@@ -380,17 +385,7 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 // submit creates a run, pending approval: the only state a run is ever
 // created in. Nothing executes here.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
-	b, ae := readBody(r)
-	if ae != nil {
-		s.fail(w, r, ae)
-		return
-	}
-	req, err := parseRunRequest(b)
-	if err != nil {
-		s.fail(w, r, &apiError{Code: 400, Msg: err.Error()})
-		return
-	}
-	p, snap, _, ae := s.resolveTask(r, r.PathValue("project"), req.Task)
+	req, p, snap, _, ae := s.runTask(r)
 	if ae != nil {
 		s.fail(w, r, ae)
 		return
