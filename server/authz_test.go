@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-dev/cordon/server"
 )
@@ -254,6 +255,11 @@ func authzMatrix(t *testing.T, pg bool) {
 				// p's runs, whom gate independence bars from approving them
 				proj = "w"
 			}
+			if strings.HasPrefix(r.Path, "/v1/runs/{run}/review") {
+				// a finished run, whose change is waiting for review
+				e.must(200, "POST", "/v1/runs/"+run+"/approve", e.keys["approver"], "")
+				e.wait(run, e.keys["member"], 30*time.Second)
+			}
 			path := strings.NewReplacer("{tenant}", e.tenantA, "{key}", key.ID, "{project}", proj, "{run}", run).Replace(r.Path)
 			body := ""
 			switch r.Method + " " + r.Path {
@@ -267,6 +273,10 @@ func authzMatrix(t *testing.T, pg bool) {
 				body = projectFor("true")
 			case "POST /v1/projects/{project}/plan", "POST /v1/projects/{project}/runs":
 				body = `{"task":"t"}`
+			case "POST /v1/runs/{run}/review/decline":
+				body = `{"reason":"not this change"}`
+			case "PUT /v1/risk-policy":
+				body = `{"approvals":{"low":1,"medium":1,"high":2},"rules":[]}`
 			}
 			k, hdr := e.keys[p], []string{}
 			if p == "explicit" {

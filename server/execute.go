@@ -104,7 +104,11 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	o := store.Outcome{Status: out.Status, Tier: e.tier(ws)}
 	switch out.Status {
 	case runner.StatusFinished, runner.StatusVerified:
-		o.State = store.StateFinished
+		change, err := runChange(ws, m, tc.Files)
+		if err != nil {
+			return store.Outcome{State: store.StateFailed, Reason: "the run's change cannot be reviewed: " + err.Error(), Status: out.Status, Tier: o.Tier}
+		}
+		o.State, o.Change = store.StateFinished, change
 		zero := 0
 		o.ExitCode = &zero
 	case runner.StatusCancelled:

@@ -17,6 +17,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/pgtest"
 	"github.com/cordon-dev/cordon/server"
+	"github.com/cordon-dev/cordon/risk"
 	"github.com/cordon-dev/cordon/store"
 )
 
@@ -66,6 +67,8 @@ type fakeExec struct {
 	delay   time.Duration
 	started chan string
 	configs []string // guarded by mu: the snapshots executed
+	// change is the change a finished run reports (nil: an empty one).
+	change []risk.File
 }
 
 func newFake() *fakeExec {
@@ -93,7 +96,11 @@ func (f *fakeExec) Execute(ctx context.Context, run *store.Run) store.Outcome {
 		}
 	}
 	zero := 0
-	return store.Outcome{State: store.StateFinished, ExitCode: &zero, Tier: "S2", Status: "finished"}
+	change := f.change
+	if change == nil {
+		change = []risk.File{}
+	}
+	return store.Outcome{State: store.StateFinished, ExitCode: &zero, Tier: "S2", Status: "finished", Change: change}
 }
 
 func (f *fakeExec) executions(id string) int {

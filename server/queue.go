@@ -293,6 +293,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	}
 	out := w.execute(ctx, run)
 	rec := context.WithoutCancel(ctx)
+	out = s.review(rec, out)
 	if req, _ := s.store.CancelRequested(rec, id); req && out.State != store.StateFinished {
 		out.State, out.Reason = store.StateCancelled, "cancelled while running; the sandbox was torn down"
 	}

@@ -53,6 +53,11 @@ func (s *Server) table() []Route {
 		{"POST", "/v1/runs/{run}/approve", GuardApprover, s.approve},
 		{"POST", "/v1/runs/{run}/reject", GuardApprover, s.reject},
 		{"POST", "/v1/runs/{run}/cancel", GuardUser, s.cancel},
+		{"GET", "/v1/runs/{run}/review", GuardTenant, s.getReview},
+		{"POST", "/v1/runs/{run}/review/accept", GuardApprover, s.acceptReview},
+		{"POST", "/v1/runs/{run}/review/decline", GuardApprover, s.declineReview},
+		{"GET", "/v1/risk-policy", GuardAdmin, s.getRiskPolicy},
+		{"PUT", "/v1/risk-policy", GuardExplicitAdmin, s.putRiskPolicy},
 		{"GET", "/v1/runs/{run}/mailbox", GuardTenant, s.mailboxList},
 		{"POST", "/v1/runs/{run}/mailbox", GuardUser, s.mailboxPost},
 	}

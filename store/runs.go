@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cordon-dev/cordon/risk"
 )
 
 // Run is one run: a snapshot of the project task it runs (Config, fixed
@@ -288,6 +290,14 @@ type Outcome struct {
 	ExitCode *int
 	Tier     string
 	Status   string
+	// Change is what the executor reports the run changed: its declared
+	// outputs that differ from its inputs (empty: none did). nil when
+	// the executor reports nothing; the run then gets no review.
+	Change []risk.File
+	// Review, for a finished run whose executor reported its change, is
+	// that change's review, recorded with the outcome. A finished run
+	// without one has no result that can be accepted.
+	Review *NewReview
 }
 
 // Finish records the outcome of the attempt that Start returned. It
@@ -301,9 +311,28 @@ func (s *Store) Finish(ctx context.Context, id string, attempt int, o Outcome) (
 	if o.ExitCode != nil {
 		exit = *o.ExitCode
 	}
-	n, err := s.exec(ctx, `UPDATE runs SET state = ?, reason = ?, exit_code = ?, tier = ?, status = ?, finished_at = ? WHERE id = ? AND state = ? AND attempts = ?`,
+	if o.Review != nil && o.State != StateFinished {
+		return false, fmt.Errorf("store: finish run %s: only a finished run's change is reviewed", id)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE runs SET state = ?, reason = ?, exit_code = ?, tier = ?, status = ?, finished_at = ? WHERE id = ? AND state = ? AND attempts = ?`),
 		o.State, o.Reason, exit, nullable(o.Tier), nullable(o.Status), s.now().UnixNano(), id, StateRunning, attempt)
-	return n == 1, err
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return false, err
+	}
+	if o.Review != nil {
+		if err := s.insertReview(ctx, tx, id, o.Review); err != nil {
+			return false, err
+		}
+	}
+	return true, tx.Commit()
 }
 
 // Interrupted fails a run left running by an attempt that did not

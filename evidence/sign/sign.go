@@ -33,6 +33,9 @@ const (
 	PayloadAttestation = "application/vnd.cordon.attestation.v1+json"
 	PayloadJournalHead = "application/vnd.cordon.journal-head.v1+json"
 	PayloadRunResult   = "application/vnd.cordon.run-result.v1+json"
+	// PayloadReview is the control plane's statement about the review of
+	// a run's change (its risk tier and its approvers' decisions).
+	PayloadReview = "application/vnd.cordon.review.v1+json"
 )
 
 var (
