@@ -16,8 +16,8 @@ import (
 
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/pgtest"
-	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/risk"
+	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/store"
 )
 

@@ -130,14 +130,14 @@ type reviewView struct {
 
 // reviewStatement is what the server signs about a run's review.
 type reviewStatement struct {
-	Type     string          `json:"_type"`
-	Run      string          `json:"run"`
-	Project  string          `json:"project"`
-	Task     string          `json:"task"`
-	Journal  string          `json:"journal_sha256"` // of the stored journal, "" when none
-	Record   string          `json:"record_sha256"`  // of the stored record archive
-	Review   *store.Review   `json:"review"`
-	Snapshot string          `json:"snapshot"` // ContentId of the task snapshot executed
+	Type     string        `json:"_type"`
+	Run      string        `json:"run"`
+	Project  string        `json:"project"`
+	Task     string        `json:"task"`
+	Journal  string        `json:"journal_sha256"` // of the stored journal, "" when none
+	Record   string        `json:"record_sha256"`  // of the stored record archive
+	Review   *store.Review `json:"review"`
+	Snapshot string        `json:"snapshot"` // ContentId of the task snapshot executed
 }
 
 // ReviewStatementType is the statement's _type.
