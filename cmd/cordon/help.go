@@ -73,6 +73,13 @@ func subverbs(name string) []verb {
 			{"get", "NAME", "print a project", nil},
 			{"list", "", "list the tenant's projects", nil},
 		}
+	case "review":
+		return []verb{
+			{"show", "RUN", "print a finished run's change under review: risk tier, matched patterns, decisions", nil},
+			{"accept", "[--reason TEXT] RUN", "accept a run's change as an approver (not its submitter); it is accepted once its tier's approvers have", nil},
+			{"decline", "--reason TEXT RUN", "decline a run's change as an approver", nil},
+			{"policy", "[POLICY.json]", "print the risk policy, or set it (admin key; an explicit operator action)", nil},
+		}
 	case "journal":
 		return []verb{
 			{"repair", "FILE", "remove a torn last line left by a crash", nil},
@@ -97,7 +104,8 @@ func verbNotes(name string) string {
 	case "run":
 		return keyEnvHelp + "\n  " + auditKeyEnv + ", when set, is used before them (PEM text)."
 	case "tenant", "tenant create", "tenant list", "user", "user create", "key", "key create", "key list", "key revoke", "key rotate",
-		"project", "project put", "project get", "project list", "submit", "approve", "reject", "cancel", "runs", "logs":
+		"project", "project put", "project get", "project list", "submit", "approve", "reject", "cancel", "runs", "logs",
+		"review", "review show", "review accept", "review decline", "review policy":
 		return clientEnvNotes
 	}
 	return ""

@@ -63,6 +63,7 @@ func verbs() []verb {
 		{"approve", "RUN", "approve another user's run: it executes", runDecision("approve")},
 		{"reject", "RUN", "reject another user's run", runDecision("reject")},
 		{"cancel", "RUN", "cancel a run, stopping it if it runs", runDecision("cancel")},
+		{"review", "show|accept|decline|policy …", "review a finished run's change by its risk tier; the operator's risk policy", runReview},
 		{"runs", "[RUN]", "list the tenant's runs, or show one", runRuns},
 		{"logs", "[--evidence FILE] RUN", "print a run's journal, and save its evidence", runLogs},
 		{"completion", "bash|zsh|fish", "print a shell completion script", runCompletion},

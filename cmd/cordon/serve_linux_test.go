@@ -155,6 +155,30 @@ func TestServerRoundTrip(t *testing.T) {
 	if out := cli(0, "verify", "run", "--pubkey", pub, filepath.Join(x, run)); !strings.Contains(out, "signature") {
 		t.Fatalf("verify run: %s", out)
 	}
+	// The run's change is reviewed: the default policy needs one
+	// approver, never the submitter; a decline needs a reason.
+	if out := cli(0, "review", "show", run); !strings.Contains(out, "change review, risk low, needs 1 approver") {
+		t.Fatalf("review show: %s", out)
+	}
+	cli(2, "review", "decline", run) // no reason: a usage error
+	as(memberKey)
+	if out := cli(1, "review", "accept", run); !strings.Contains(out, "403") {
+		t.Fatalf("a member accepted: %s", out)
+	}
+	as(testAdminKey)
+	policy := filepath.Join(dir, "risk.json")
+	os.WriteFile(policy, []byte(`{"approvals":{"low":1,"medium":2,"high":2},"rules":[{"tier":"high","paths":["**"]}]}`), 0o644)
+	if out := cli(0, "review", "policy", policy); !strings.Contains(out, "is in force") {
+		t.Fatalf("review policy: %s", out)
+	}
+	if out := cli(0, "review", "policy"); !strings.Contains(out, `"high": 2`) {
+		t.Fatalf("review policy get: %s", out)
+	}
+	as(approverKey)
+	if out := cli(0, "review", "accept", "--reason", "looks right", run); !strings.Contains(out, "change accepted") || !strings.Contains(out, "looks right") {
+		t.Fatalf("review accept: %s", out)
+	}
+	cli(1, "review", "accept", run) // decided already: 409
 	// Revoked keys stop working.
 	as(testAdminKey)
 	keys := cli(0, "key", "list", "--json", "--tenant", tenant)
