@@ -31,6 +31,10 @@ const riskPolicySetting = "risk_policy"
 // unread.
 const MaxOutputReview = 8 << 20
 
+// MaxChangeReview caps the bytes of all of a run's changed outputs read
+// for review, together: over it, the run fails.
+const MaxChangeReview = 64 << 20
+
 // riskPolicy is the policy in force: the operator's, or risk.Default.
 func (s *Server) riskPolicy(ctx context.Context) (*risk.Policy, error) {
 	b, err := s.store.Setting(ctx, riskPolicySetting)
@@ -86,6 +90,7 @@ func runChange(ws string, m *manifest.Manifest, inputs map[string]string) ([]ris
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
 	defer root.Close()
+	total := int64(0)
 	for _, p := range m.Outputs {
 		rel := path.Clean(filepath.ToSlash(p))
 		var old []byte
@@ -103,6 +108,9 @@ func runChange(ws string, m *manifest.Manifest, inputs map[string]string) ([]ris
 		case st.Size() > MaxOutputReview:
 			return nil, fmt.Errorf("output %q is %d bytes, over the %d a review reads", p, st.Size(), MaxOutputReview)
 		default:
+			if total += st.Size(); total > MaxChangeReview {
+				return nil, fmt.Errorf("the outputs are over the %d bytes a review reads, together", MaxChangeReview)
+			}
 			if cur, err = root.ReadFile(filepath.FromSlash(rel)); err != nil {
 				return nil, fmt.Errorf("output %q: %w", p, err)
 			}

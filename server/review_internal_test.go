@@ -69,6 +69,22 @@ func TestRunChangeReadsOnlyRegularOutputs(t *testing.T) {
 			t.Errorf("%s: read as change %v", name, c)
 		}
 	}
+	// Outputs under the limit one by one, over it together.
+	ws = t.TempDir()
+	var outs []string
+	for i := range MaxChangeReview/MaxOutputReview + 1 {
+		name := filepath.Join(ws, "big"+string(rune('a'+i)))
+		if err := os.WriteFile(name, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(name, MaxOutputReview); err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, filepath.Base(name))
+	}
+	if _, err := runChange(ws, &manifest.Manifest{Outputs: outs}, nil); err == nil || !strings.Contains(err.Error(), "together") {
+		t.Errorf("outputs over the total limit: %v", err)
+	}
 	// An output beneath a symbolic link to outside the workspace is not
 	// followed.
 	ws = t.TempDir()
