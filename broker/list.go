@@ -94,3 +94,10 @@ func (s *Store) Values() ([]*Secret, error) {
 	}
 	return out, nil
 }
+
+// CheckRef checks a tenant's reference's shape without resolving it (no
+// backend is asked): what a project's configuration may name.
+func CheckRef(ref string) error {
+	_, _, err := parseRef(ref)
+	return err
+}

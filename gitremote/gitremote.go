@@ -183,3 +183,22 @@ func (r *Remote) CheckGrants(gs *grant.Set) error {
 	}
 	return nil
 }
+
+// ParseOrigin validates an origin, http(s)://HOST[:PORT] with no path,
+// by the same rules as Parse: the destination of a credential the egress
+// proxy injects.
+func ParseOrigin(u string) (*Remote, error) {
+	rest, ok := strings.CutPrefix(u, "http://")
+	if !ok {
+		rest, ok = strings.CutPrefix(u, "https://")
+	}
+	if !ok || strings.Contains(rest, "/") || len(u) > MaxLen-2 {
+		return nil, fmt.Errorf("%w: %q: an origin is http(s)://HOST[:PORT], with a canonical host and no path, user name or query", ErrRemote, clip(u))
+	}
+	r, err := Parse(u + "/_")
+	if err != nil {
+		return nil, err
+	}
+	r.URL, r.Path = u, ""
+	return r, nil
+}
