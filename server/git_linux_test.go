@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/store"
@@ -115,32 +114,6 @@ func gitProject(grants, script, repository string) string {
 		task += `,"repository":` + repository
 	}
 	return `{"tasks":{"t":` + task + `}}}`
-}
-
-// tenantWith makes a tenant with the ceiling and a member and an
-// approver, and returns its id and their keys.
-func (e *env) tenantWith(name, ceiling string) (string, map[string]string) {
-	e.t.Helper()
-	var ten struct{ ID string }
-	e.must(201, "POST", "/v1/tenants", adminKey, `{"name":"`+name+`","ceiling":`+ceiling+`}`).json(e.t, &ten)
-	keys := map[string]string{}
-	for _, role := range []string{"member", "approver"} {
-		var u struct{ ID string }
-		e.must(201, "POST", "/v1/tenants/"+ten.ID+"/users", adminKey, `{"name":"`+role+`","role":"`+role+`"}`).json(e.t, &u)
-		var k struct{ Secret string }
-		e.must(201, "POST", "/v1/tenants/"+ten.ID+"/keys", adminKey, `{"user":"`+u.ID+`"}`).json(e.t, &k)
-		keys[role] = k.Secret
-	}
-	return ten.ID, keys
-}
-
-// runProject submits task t of project p, approves it and waits for it.
-func (e *env) runProject(keys map[string]string) (string, *store.Run) {
-	e.t.Helper()
-	var r struct{ ID string }
-	e.must(201, "POST", "/v1/projects/p/runs", keys["member"], `{"task":"t"}`).json(e.t, &r)
-	e.must(200, "POST", "/v1/runs/"+r.ID+"/approve", keys["approver"], "")
-	return r.ID, e.wait(r.ID, keys["member"], 90*time.Second)
 }
 
 // TestSandboxedGit is issue 16's done-when: a run clones a repository

@@ -130,6 +130,9 @@ type envOpts struct {
 	broker   *broker.Broker // nil: a store under the state directory, with a new master key
 }
 
+// noBroker, as envOpts.broker, starts a server without a broker.
+var noBroker = &broker.Broker{}
+
 // newTestBroker is a credential broker whose store lives in dir/secrets,
 // encrypted to a new master key.
 func newTestBroker(t testing.TB, dir string) *broker.Broker {
@@ -172,8 +175,11 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if o.exec == nil && !o.real {
 		o.exec = newFake()
 	}
-	if o.broker == nil {
+	switch o.broker {
+	case nil:
 		o.broker = newTestBroker(t, dir)
+	case noBroker:
+		o.broker = nil
 	}
 	cfg := server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true,
 		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, WorkerID: "test-" + filepath.Base(dir),
