@@ -62,7 +62,7 @@ func newGitServer(t *testing.T, token string) *gitServer {
 		g.mu.Unlock()
 		if want != "" && r.Header.Get("Authorization") != want {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "unauthorized", 401)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
