@@ -58,7 +58,7 @@ func newGitServer(t *testing.T, token string) *gitServer {
 	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + g.root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=cordon"}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
-		g.reqs = append(g.reqs, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		g.reqs = append(g.reqs, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Authorization"))
 		g.mu.Unlock()
 		if want != "" && r.Header.Get("Authorization") != want {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
@@ -132,7 +132,7 @@ func TestSandboxedGit(t *testing.T) {
 	ten, keys := e.tenantWith("git", grants)
 	e.must(200, "PUT", "/v1/tenants/"+ten+"/secrets/gh", adminKey, token)
 
-	// The run's command: clone, commit, push, all in the sandbox; then
+	// The run's command: clone, commit, push, fetch, all in the sandbox; then
 	// try the other server, which the egress grant does not reach.
 	script := `set -e
 git clone -q "$CORDON_GIT_URL" w
@@ -140,6 +140,8 @@ cd w
 echo two >> f
 git -c user.name=agent -c user.email=agent@example.com commit -qam two
 git push -q origin HEAD:main
+git fetch -q origin
+test "$(git rev-parse origin/main)" = "$(git rev-parse HEAD)"
 if git ls-remote ` + other.url + ` >/dev/null 2>&1; then echo reached-other; exit 3; fi`
 	repo := `{"url":"` + g.url + `","token":"gh"}`
 	e.must(200, "PUT", "/v1/projects/p", keys["member"], gitProject(grants, script, repo))
@@ -155,15 +157,18 @@ if git ls-remote ` + other.url + ` >/dev/null 2>&1; then echo reached-other; exi
 	// Every request carried the injected token; the push among them.
 	reqs := g.requests()
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
-	pushed := false
+	pushed, fetches := false, 0
 	for _, r := range reqs {
 		if !strings.HasSuffix(r, " "+basic) {
 			t.Errorf("the git server got %q without the injected token", r)
 		}
 		pushed = pushed || strings.HasPrefix(r, "POST /r.git/git-receive-pack ")
+		if strings.HasPrefix(r, "GET /r.git/info/refs?service=git-upload-pack ") { // the clone's, then the fetch's
+			fetches++
+		}
 	}
-	if !pushed {
-		t.Errorf("no push reached the git server: %v", reqs)
+	if !pushed || fetches < 2 {
+		t.Errorf("the git server did not see a clone, a push and a fetch: %v", reqs)
 	}
 	if len(other.requests()) != 0 {
 		t.Errorf("the other git server was reached: %v", other.requests())
