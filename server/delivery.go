@@ -203,8 +203,14 @@ func resolveDelivery(ctx context.Context, b *broker.Broker, tenant string, tc Ta
 	}()
 	resolve := func(ref string) (*broker.Secret, error) {
 		s, err := b.Resolve(ctx, tenant, ref)
-		if err != nil {
+		switch {
+		case errors.Is(err, broker.ErrRef), errors.Is(err, broker.ErrForbidden), errors.Is(err, broker.ErrNotFound):
 			return nil, fmt.Errorf("secret %q: %w", ref, err)
+		case err != nil:
+			// An I/O or decryption failure may name the store's paths:
+			// the detail goes to the run's log, not to the run's view.
+			fmt.Fprintf(log, "secret %q: %v\n", ref, err)
+			return nil, fmt.Errorf("secret %q could not be resolved (the run's log on its worker says why)", ref)
 		}
 		d.secrets = append(d.secrets, s)
 		return s, nil

@@ -6,6 +6,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -173,6 +176,19 @@ func TestDeliveryValues(t *testing.T) {
 	d.Destroy()
 	if strings.Trim(string(v0), "\x00") != "" || strings.Trim(string(v1), "\x00") != "" {
 		t.Errorf("Destroy left %q %q", v0, v1)
+	}
+	// A secret that does not decrypt: the error names the reference, not
+	// the store's paths (those go to the log).
+	dir := st.Dir
+	filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".age") {
+			os.WriteFile(p, []byte("not age"), 0o600)
+		}
+		return nil
+	})
+	log.Reset()
+	if _, err := resolveDelivery(t.Context(), b, "ten_a", tc, m, &log); err == nil || strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), `"api"`) {
+		t.Errorf("a broken secret: %v", err)
 	}
 	// No broker: a task that names secrets fails, naming the fix.
 	if _, err := resolveDelivery(t.Context(), nil, "ten_a", tc, m, &log); !errors.Is(err, errNoBroker) {
