@@ -270,7 +270,11 @@ func (s *Store) Delete(tenant, name string) error {
 }
 
 func (s *Store) get(ns, name string) ([]byte, error) {
-	f, err := os.Open(s.path(ns, name))
+	return s.open(s.path(ns, name), name)
+}
+
+func (s *Store) open(p, name string) ([]byte, error) {
+	f, err := os.Open(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}

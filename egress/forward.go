@@ -120,7 +120,7 @@ func (p *Proxy) forward(s *session, cr *clientReader, br *bufio.Reader, req *htt
 			return fail(0, err)
 		}
 	}
-	if err := writeRequest(up, req, t); err != nil {
+	if err := writeRequest(up, req, t, p.cfg.Inject, rec); err != nil {
 		return fail(http.StatusBadGateway, fmt.Errorf("send request: %w", err))
 	}
 	ubr := bufio.NewReader(up)
@@ -173,7 +173,7 @@ func (p *Proxy) forward(s *session, cr *clientReader, br *bufio.Reader, req *htt
 // writeRequest sends req to w in origin form, with Host set to the URL's
 // authority, hop-by-hop and Proxy-* headers removed, Connection: close,
 // and the body framed as the client framed it.
-func writeRequest(w io.Writer, req *http.Request, t target) error {
+func writeRequest(w io.Writer, req *http.Request, t target, ins []Injection, rec *Record) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
 	fmt.Fprintf(bw, "%s %s HTTP/1.1\r\nHost: %s\r\n", req.Method, t.path, t.authority)
 	h := req.Header.Clone()
@@ -181,6 +181,9 @@ func writeRequest(w io.Writer, req *http.Request, t target) error {
 	removeHopByHop(h)
 	h.Del("Content-Length")
 	h.Del("Expect")
+	if labels := inject(ins, h, t); len(labels) > 0 {
+		rec.Injected = strings.Join(labels, "; ")
+	}
 	if err := h.Write(bw); err != nil {
 		return err
 	}

@@ -61,6 +61,9 @@ type Config struct {
 	// connection is closed at once, unread and unrecorded, and counted in
 	// Stats.Dropped. Must be > 0.
 	MaxRecords int64
+	// Inject adds credentials as headers to plain HTTP requests for one
+	// host and port each (Injection); checked by New.
+	Inject []Injection
 }
 
 // DefaultMaxRecords is DefaultConfig's MaxRecords.
@@ -102,6 +105,9 @@ type Record struct {
 	BytesUp, BytesDown int64 // tunnelled or forwarded bytes, client→upstream and back
 	Start              time.Time
 	Duration           time.Duration
+	// Injected names the headers the proxy injected into this request
+	// (Injection.Label), never their values; "" when none.
+	Injected string
 
 	reserved bool // the request holds a record slot (Proxy.reserve)
 }
@@ -181,6 +187,17 @@ func New(cfg Config) (*Proxy, error) {
 		if c.bad {
 			return nil, fmt.Errorf("egress: %w: %s", ErrInvalidConfig, c.what)
 		}
+	}
+	seen := map[string]bool{}
+	for _, in := range cfg.Inject {
+		if err := CheckInjection(in); err != nil {
+			return nil, fmt.Errorf("egress: %w: %w", ErrInvalidConfig, err)
+		}
+		k := fmt.Sprintf("%s|%d|%s", in.Host, in.Port, in.Header)
+		if seen[k] {
+			return nil, fmt.Errorf("egress: %w: two injections of %s for %s:%d", ErrInvalidConfig, in.Header, in.Host, in.Port)
+		}
+		seen[k] = true
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = func(ctx context.Context, host string) ([]netip.Addr, error) {

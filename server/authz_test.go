@@ -130,7 +130,7 @@ func checkSurface(s *surface, live []server.Route, resolve func(method, path str
 
 // concrete fills a pattern's wildcards.
 func concrete(p string) string {
-	r := strings.NewReplacer("{tenant}", "ten_x", "{key}", "key_x", "{project}", "p", "{run}", "run_x")
+	r := strings.NewReplacer("{tenant}", "ten_x", "{key}", "key_x", "{project}", "p", "{run}", "run_x", "{secret}", "s")
 	return r.Replace(p)
 }
 
@@ -260,7 +260,7 @@ func authzMatrix(t *testing.T, pg bool) {
 				e.must(200, "POST", "/v1/runs/"+run+"/approve", e.keys["approver"], "")
 				e.wait(run, e.keys["member"], 30*time.Second)
 			}
-			path := strings.NewReplacer("{tenant}", e.tenantA, "{key}", key.ID, "{project}", proj, "{run}", run).Replace(r.Path)
+			path := strings.NewReplacer("{tenant}", e.tenantA, "{key}", key.ID, "{project}", proj, "{run}", run, "{secret}", "s").Replace(r.Path)
 			body := ""
 			switch r.Method + " " + r.Path {
 			case "POST /v1/tenants":
@@ -271,6 +271,10 @@ func authzMatrix(t *testing.T, pg bool) {
 				body = fmt.Sprintf(`{"name":"u%d","role":"member"}`, e.tenantCount())
 			case "PUT /v1/projects/{project}":
 				body = projectFor("true")
+			case "PUT /v1/tenants/{tenant}/secrets/{secret}":
+				body = "value"
+			case "DELETE /v1/tenants/{tenant}/secrets/{secret}":
+				e.must(200, "PUT", "/v1/tenants/"+e.tenantA+"/secrets/s", adminKey, "value")
 			case "POST /v1/projects/{project}/plan", "POST /v1/projects/{project}/runs":
 				body = `{"task":"t"}`
 			case "POST /v1/runs/{run}/review/decline":

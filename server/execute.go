@@ -12,6 +12,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/memory"
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/agent/runner"
+	"github.com/cordon-dev/cordon/broker"
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/store"
@@ -33,6 +34,9 @@ type RunnerExecutor struct {
 	Version  string
 	// Sandbox, when not nil, replaces the host's (tests).
 	Sandbox runner.Sandbox
+	// Broker resolves the tenant's secrets a task names (delivery.go);
+	// nil: a task that names secrets fails.
+	Broker *broker.Broker
 }
 
 func failed(format string, args ...any) store.Outcome {
@@ -83,6 +87,13 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 		return failed("log: %v", err)
 	}
 	defer logf.Close()
+	// The tenant's secrets, resolved here, at execution, for the run's
+	// tenant as the store recorded it; wiped when the run ends.
+	deliv, err := resolveDelivery(ctx, e.Broker, run.TenantID, tc, m, logf)
+	if err != nil {
+		return failed("credentials: %v", err)
+	}
+	defer deliv.Destroy()
 	tenant := ""
 	if m.Grants.MultiTenant {
 		tenant = run.TenantID
@@ -94,6 +105,7 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: true, Key: e.Key, SandboxState: sandboxState, Tenant: tenant,
 		Sandbox: e.Sandbox, Memory: memory.Options{NoGit: true}, Log: logf, Version: e.Version,
+		Env: deliv.Env, Inject: deliv.Inject,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

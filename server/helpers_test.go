@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
+
+	"github.com/cordon-dev/cordon/broker"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/pgtest"
 	"github.com/cordon-dev/cordon/risk"
@@ -131,6 +134,25 @@ type envOpts struct {
 	rescue   time.Duration
 	dsn      string
 	dir      string
+	broker   *broker.Broker // nil: a store under the state directory, with a new master key
+}
+
+// noBroker, as envOpts.broker, starts a server without a broker.
+var noBroker = &broker.Broker{}
+
+// newTestBroker is a credential broker whose store lives in dir/secrets,
+// encrypted to a new master key.
+func newTestBroker(t testing.TB, dir string) *broker.Broker {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := broker.NewStore(filepath.Join(dir, "secrets"), id.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &broker.Broker{Store: st}
 }
 
 func newEnv(t testing.TB, o envOpts) *env {
@@ -160,8 +182,15 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if o.exec == nil && !o.real {
 		o.exec = newFake()
 	}
+	switch o.broker {
+	case nil:
+		o.broker = newTestBroker(t, dir)
+	case noBroker:
+		o.broker = nil
+	}
 	cfg := server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true,
-		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, WorkerID: "test-" + filepath.Base(dir)}
+		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, WorkerID: "test-" + filepath.Base(dir),
+		Broker: o.broker}
 	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)

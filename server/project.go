@@ -32,12 +32,17 @@ type ProjectConfig struct {
 type TaskConfig struct {
 	Manifest json.RawMessage   `json:"manifest"`
 	Files    map[string]string `json:"files"`
+	// Secrets and Repository deliver the tenant's credentials into the
+	// run and name its git repository (delivery.go).
+	Secrets    []SecretUse `json:"secrets,omitempty"`
+	Repository *RepoConfig `json:"repository,omitempty"`
 }
 
 // task is a validated task.
 type task struct {
 	Manifest *manifest.Manifest
 	Files    map[string]string
+	Secrets  bool // the task names secrets (its own or its repository's token)
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown members
@@ -139,7 +144,10 @@ func parseTask(tc TaskConfig, ceiling *grant.Set, maxWall time.Duration) (*task,
 	if _, ok := tc.Files[m.Replay]; !ok {
 		return nil, fmt.Errorf("files: the manifest's replay script %q is not among them", m.Replay)
 	}
-	return &task{Manifest: m, Files: tc.Files}, nil
+	if err := checkDelivery(tc, m); err != nil {
+		return nil, err
+	}
+	return &task{Manifest: m, Files: tc.Files, Secrets: len(tc.Secrets) > 0 || tc.Repository != nil && tc.Repository.Token != ""}, nil
 }
 
 // checkPath admits a clean relative path outside the run record and

@@ -40,6 +40,10 @@ func (s *Server) table() []Route {
 		{"DELETE", "/v1/tenants/{tenant}/keys/{key}", GuardAdmin, s.revokeKey},
 		{"POST", "/v1/tenants/{tenant}/keys/{key}/rotate", GuardAdmin, s.rotateKey},
 
+		{"PUT", "/v1/tenants/{tenant}/secrets/{secret}", GuardAdmin, s.putSecret},
+		{"DELETE", "/v1/tenants/{tenant}/secrets/{secret}", GuardAdmin, s.deleteSecret},
+		{"GET", "/v1/tenants/{tenant}/secrets", GuardAdmin, s.listSecrets},
+
 		{"GET", "/v1/whoami", GuardTenant, s.whoami},
 		{"GET", "/v1/projects", GuardTenant, s.listProjects},
 		{"GET", "/v1/projects/{project}", GuardTenant, s.getProject},
@@ -280,7 +284,10 @@ func (s *Server) ceilingCheck(cfg []byte) func([]byte) error {
 		if err != nil {
 			return fmt.Errorf("the tenant's ceiling does not parse: %w", err)
 		}
-		_, err = parseProject(cfg, c, s.cfg.MaxWall)
+		tasks, err := parseProject(cfg, c, s.cfg.MaxWall)
+		if err == nil {
+			err = s.brokerFor(tasks)
+		}
 		return err
 	}
 }

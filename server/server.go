@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/cordon-dev/cordon/broker"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -86,6 +87,10 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Executor runs one run; nil is the agent runner in the sandbox.
 	Executor Executor
+	// Broker is the credential broker (secrets.go): its Store is
+	// written by the admin secret routes, and the default Executor
+	// resolves tasks' references with it. nil: no secrets.
+	Broker *broker.Broker
 }
 
 // Server is a control plane.
@@ -145,7 +150,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if cfg.Executor == nil {
-		cfg.Executor = &RunnerExecutor{StateDir: cfg.StateDir, Key: cfg.Key, Version: cfg.Version}
+		cfg.Executor = &RunnerExecutor{StateDir: cfg.StateDir, Key: cfg.Key, Version: cfg.Version, Broker: cfg.Broker}
 	}
 	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Log, adminHash: sha256.Sum256([]byte(cfg.AdminKey))}
 	s.metrics = newMetrics()

@@ -101,6 +101,11 @@ type Config struct {
 	Before BeforeFunc
 	// OnEgress, if not nil, observes each egress decision.
 	OnEgress EgressFunc
+	// Inject are credentials the egress proxy adds as headers to plain
+	// HTTP requests for one host and port each (egress.Injection); the
+	// sandbox never sees them, and each egress entry names the
+	// injections it carried, never their values.
+	Inject []egress.Injection
 	// MaxEgress caps the egress decisions recorded per command
 	// (egress.Config.MaxRecords); 0 means egress.DefaultMaxRecords.
 	MaxEgress int64
@@ -354,6 +359,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 		if s.cfg.MaxEgress > 0 {
 			cfg.MaxRecords = s.cfg.MaxEgress
 		}
+		cfg.Inject = s.cfg.Inject
 		cfg.Record = func(r egress.Record) {
 			if s.cfg.OnEgress != nil {
 				s.cfg.OnEgress(r)
@@ -506,6 +512,7 @@ func egressEntry(c Command, r egress.Record) entry.Egress {
 	e.Rule = quote(&e.Quoted, "rule", r.Rule)
 	e.Reason = quote(&e.Quoted, "reason", clip(r.Reason, 1024))
 	e.Error = quote(&e.Quoted, "error", clip(r.Error, 1024))
+	e.Injected = quote(&e.Quoted, "injected", r.Injected)
 	if r.Addr.IsValid() {
 		e.Addr = r.Addr.String()
 	}

@@ -132,6 +132,9 @@ type Config struct {
 	// Env holds the operator's values of environment variables; a command
 	// receives those its task's grant set names (grants env), no others.
 	Env map[string]string
+	// Inject are credentials the egress proxy adds as headers for one
+	// host each (session.Config.Inject); the sandbox never sees them.
+	Inject []egress.Injection
 	// Image, if not nil, is every command's runtime in place of the
 	// host's (sandbox.Spec.Image); EnvID the environment manifest it
 	// comes from, recorded in run.start.
@@ -251,6 +254,7 @@ func start(ctx context.Context, cfg Config) (*run, error) {
 	r.sess, err = session.Open(ctx, session.Config{
 		Grants: cfg.Manifest.Grants, Tenant: cfg.Tenant, StateDir: cfg.SandboxState, Workspace: cfg.Workspace,
 		Recorder: r.rec, Sandbox: cfg.Sandbox, Meters: cfg.Meters, Powercap: cfg.Powercap, Version: cfg.Version,
+		Inject: cfg.Inject,
 		OnEgress: func(rec egress.Record) {
 			if !rec.Allow {
 				r.logf("task %s: egress denied: %s", r.egressTask, oneLine(rec.String()))

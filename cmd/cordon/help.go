@@ -67,6 +67,12 @@ func subverbs(name string) []verb {
 			{"revoke", "--tenant ID KEY-ID", "revoke a key", nil},
 			{"rotate", "--tenant ID KEY-ID", "revoke a key and issue its replacement", nil},
 		}
+	case "secret":
+		return []verb{
+			{"set", "--tenant ID [--from-file FILE] NAME", "write or rotate a secret; the value comes from standard input or the file, never a flag", nil},
+			{"rm", "--tenant ID NAME", "delete a secret", nil},
+			{"ls", "--tenant ID", "list a tenant's secrets by name and time written (never values)", nil},
+		}
 	case "project":
 		return []verb{
 			{"put", "NAME PROJECT.json", "create or replace a project (tasks: manifest and files)", nil},
@@ -104,6 +110,7 @@ func verbNotes(name string) string {
 	case "run":
 		return keyEnvHelp + "\n  " + auditKeyEnv + ", when set, is used before them (PEM text)."
 	case "tenant", "tenant create", "tenant list", "user", "user create", "key", "key create", "key list", "key revoke", "key rotate",
+		"secret", "secret set", "secret rm", "secret ls",
 		"project", "project put", "project get", "project list", "submit", "approve", "reject", "cancel", "runs", "logs",
 		"review", "review show", "review accept", "review decline", "review policy":
 		return clientEnvNotes

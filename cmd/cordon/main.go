@@ -58,6 +58,7 @@ func verbs() []verb {
 		{"tenant", "create|list", "manage tenants (admin key)", runTenant},
 		{"user", "create --tenant ID --role R NAME", "add a user to a tenant (admin key)", runUser},
 		{"key", "create|list|revoke|rotate", "manage a tenant's keys (admin key)", runKey},
+		{"secret", "set|rm|ls", "manage a tenant's secrets in the credential broker (admin key)", runSecret},
 		{"project", "put|get|list", "write or read a tenant's declarative projects", runProject},
 		{"submit", "[--plan] PROJECT TASK", "submit a run of a project's task, pending approval", runSubmit},
 		{"approve", "RUN", "approve another user's run: it executes", runDecision("approve")},

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cordon-dev/cordon/broker"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
 	"github.com/cordon-dev/cordon/server"
@@ -30,6 +31,7 @@ const defaultListen = "127.0.0.1:8420"
 // serveFlags are what `cordon serve` and `cordon worker` share.
 type serveFlags struct {
 	state, database, adminKeyFile, stewardKeyFile *string
+	masterKeyFile                                 *string
 	maxWall                                       *time.Duration
 	workers, maxPending                           *int
 	worker                                        bool // a worker serves no HTTP and needs no admin key
@@ -41,6 +43,7 @@ func addServeFlags(fs *flag.FlagSet) serveFlags {
 		database:       fs.String("database", "", "postgres://… for PostgreSQL (default: SQLite in STATE/control.db)"),
 		adminKeyFile:   fs.String("admin-key-file", "", "the file holding the operator's admin key (default: STATE/admin.key, made on first start)"),
 		stewardKeyFile: fs.String("steward-key", "", "the key that signs every run's evidence (default: STATE/steward.key, made on first start)"),
+		masterKeyFile:  fs.String("master-key-file", "", "the file holding the operator's master key (an age identity, AGE-SECRET-KEY-1…, as age-keygen writes it) that encrypts tenants' secrets in STATE/secrets; without it there is no credential broker"),
 		maxWall:        durationVar(fs, "max-wall", server.DefaultMaxWall, "the longest any run may take"),
 		workers:        fs.Int("workers", server.DefaultWorkers, "runs executed at once by this process"),
 		maxPending:     fs.Int("max-pending", server.DefaultMaxPending, "the most runs one tenant may have pending approval or queued"),
@@ -117,6 +120,10 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.St
 	if err != nil {
 		return nil, server.Config{}, nil, fmt.Errorf("%s: steward key: %w", verb, err)
 	}
+	brk, err := openBroker(*f.masterKeyFile, state)
+	if err != nil {
+		return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
+	}
 	if sqliteFile != "" {
 		// The database holds key hashes and every tenant's runs: 0600.
 		// SQLite makes its -wal and -shm files with the database's mode;
@@ -139,8 +146,46 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.St
 	return st, server.Config{
 		Store: st, AdminKey: strings.TrimSpace(string(admin)), StateDir: state, Key: key, Version: version,
 		Log: slog.New(slog.NewJSONHandler(e.stderr, nil)), MaxWall: *f.maxWall, Workers: *f.workers, MaxPending: *f.maxPending,
-		WorkerID: workerID(host, os.Getpid()),
+		WorkerID: workerID(host, os.Getpid()), Broker: brk,
 	}, release, nil
+}
+
+// openBroker opens the credential broker's store, STATE/secrets,
+// encrypted to the master key in keyFile; "" means no broker. The key
+// comes only from a file the process's user owns and others cannot
+// write, never from a request or a flag's value.
+func openBroker(keyFile, state string) (*broker.Broker, error) {
+	if keyFile == "" {
+		return nil, nil
+	}
+	if err := checkPrivate("master key file", keyFile); err != nil {
+		return nil, err
+	}
+	k, err := readLimited(keyFile, 4096)
+	if err != nil {
+		return nil, withHint(fmt.Errorf("master key: %w", err), "make one with age-keygen -o FILE and pass --master-key-file FILE")
+	}
+	defer clear(k)
+	dir := filepath.Join(state, "secrets")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("secret store: %w", err)
+	}
+	if err := checkPrivate("secret store", dir); err != nil {
+		return nil, err
+	}
+	// age-keygen writes comment lines before the key.
+	var id string
+	for _, line := range strings.Split(string(k), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			id = line
+			break
+		}
+	}
+	st, err := broker.NewStore(dir, id)
+	if err != nil {
+		return nil, withHint(fmt.Errorf("master key %s: %w", keyFile, err), "the master key is an age X25519 identity (AGE-SECRET-KEY-1…), as age-keygen writes it")
+	}
+	return &broker.Broker{Store: st}, nil
 }
 
 // workerID names this process in the runs it executes, which tenants

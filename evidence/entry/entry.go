@@ -193,6 +193,7 @@ type Egress struct {
 	Reason     string   `json:"reason,omitempty"`
 	Status     int      `json:"status"`
 	Error      string   `json:"error,omitempty"`
+	Injected   string   `json:"injected,omitempty"` // the headers the proxy injected (by label: header and secret reference), never their values
 	BytesUp    int64    `json:"bytes_up"`
 	BytesDown  int64    `json:"bytes_down"`
 	StartUS    int64    `json:"start_us"` // µs since the epoch: ns would pass 2^53
