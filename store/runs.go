@@ -109,7 +109,7 @@ func (s *Store) CreateRun(ctx context.Context, tenantID, projectID, task string,
 
 // Run returns a tenant's run; another tenant's is ErrNotFound.
 func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
-	r, err := scanRun(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`), id, tenantID))
+	r, err := scanRun(s.r(ctx).QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`), id, tenantID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 	}
@@ -277,7 +277,7 @@ func (s *Store) Start(ctx context.Context, id, worker string, job int64) (attemp
 	if err != nil || n == 0 {
 		return 0, false, err
 	}
-	err = s.db.QueryRowContext(ctx, s.q(`SELECT attempts FROM runs WHERE id = ?`), id).Scan(&attempt)
+	err = s.w(ctx).QueryRowContext(ctx, s.q(`SELECT attempts FROM runs WHERE id = ?`), id).Scan(&attempt)
 	return attempt, err == nil, err
 }
 
