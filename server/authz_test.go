@@ -235,12 +235,13 @@ func authzMatrix(t *testing.T, pg bool) {
 	s := loadSurface(t)
 	principals := []string{"none", "other", "tenant", "member", "approver", "admin", "explicit"}
 	allow := map[string][]string{
-		"public":         principals,
-		"tenant":         {"other", "tenant", "member", "approver"},
-		"user":           {"member", "approver"},
-		"approver":       {"approver"},
-		"admin":          {"admin", "explicit"},
-		"explicit-admin": {"explicit"},
+		"public":          principals,
+		"tenant":          {"other", "tenant", "member", "approver"},
+		"user":            {"member", "approver"},
+		"approver":        {"approver"},
+		"admin":           {"admin", "explicit"},
+		"explicit-admin":  {"explicit"},
+		"tenant-or-admin": {"other", "tenant", "member", "approver", "admin", "explicit"},
 	}
 	for _, r := range s.Routes {
 		for _, p := range principals {

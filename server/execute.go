@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/runner"
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/redact"
 	"github.com/cordon-dev/cordon/store"
 )
 
@@ -33,6 +34,9 @@ type RunnerExecutor struct {
 	Version  string
 	// Sandbox, when not nil, replaces the host's (tests).
 	Sandbox runner.Sandbox
+	// Redact, when not nil, returns the pool that masks the run's
+	// journal and captured command output (New sets the server's).
+	Redact func() *redact.Pool
 }
 
 func failed(format string, args ...any) store.Outcome {
@@ -87,13 +91,17 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	if m.Grants.MultiTenant {
 		tenant = run.TenantID
 	}
+	var pool *redact.Pool
+	if e.Redact != nil {
+		pool = e.Redact()
+	}
 	sandboxState := filepath.Join(e.StateDir, "sandbox")
 	if err := os.MkdirAll(sandboxState, 0o700); err != nil {
 		return failed("sandbox state: %v", err)
 	}
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: true, Key: e.Key, SandboxState: sandboxState, Tenant: tenant,
-		Sandbox: e.Sandbox, Memory: memory.Options{NoGit: true}, Log: logf, Version: e.Version,
+		Sandbox: e.Sandbox, Memory: memory.Options{NoGit: true}, Log: logf, Version: e.Version, Redact: pool,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -124,6 +125,10 @@ type envOpts struct {
 	rescue   time.Duration
 	dsn      string
 	dir      string
+	// the operator's secrets to mask, and how many were configured
+	secrets    []string
+	configured int
+	log        io.Writer // the server's log (nil: discarded)
 }
 
 func newEnv(t testing.TB, o envOpts) *env {
@@ -154,7 +159,11 @@ func newEnv(t testing.TB, o envOpts) *env {
 		o.exec = newFake()
 	}
 	cfg := server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true,
-		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, WorkerID: "test-" + filepath.Base(dir)}
+		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, WorkerID: "test-" + filepath.Base(dir),
+		AuditKey: sharedAuditKey(), Secrets: o.secrets, SecretsConfigured: o.configured}
+	if o.log != nil {
+		cfg.Log = slog.New(slog.NewJSONHandler(o.log, nil))
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,16 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Executor runs one run; nil is the agent runner in the sandbox.
 	Executor Executor
+	// AuditKey signs the audit log's head, and the records' salts derive
+	// from it (audit.go); nil: Key. Every process appending to one
+	// database (serve and its workers) must hold the same one.
+	AuditKey *sign.PrivateKey
+	// Secrets are the operator's secret values to mask wherever text
+	// leaves (redact.go), resolved from the operator's configuration;
+	// SecretsConfigured is how many were configured: above zero with
+	// none resolved, every output that needs masking is refused.
+	Secrets           []string
+	SecretsConfigured int
 }
 
 // Server is a control plane.
@@ -98,6 +108,7 @@ type Server struct {
 	routes    []Route
 	queue     *queue
 	metrics   *metrics
+	secrets   secrets
 }
 
 // New validates cfg and builds the server; Start starts its queue.
@@ -147,7 +158,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Executor == nil {
 		cfg.Executor = &RunnerExecutor{StateDir: cfg.StateDir, Key: cfg.Key, Version: cfg.Version}
 	}
-	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Log, adminHash: sha256.Sum256([]byte(cfg.AdminKey))}
+	s := &Server{cfg: cfg, store: cfg.Store, adminHash: sha256.Sum256([]byte(cfg.AdminKey))}
+	if err := s.SetSecretSource("operator", cfg.Secrets, cfg.SecretsConfigured); err != nil {
+		return nil, err
+	}
+	s.log = slog.New(redactHandler{inner: cfg.Log.Handler(), pool: s.Pool})
+	if err := useAuditKey(cfg.Store, s.auditKey()); err != nil {
+		return nil, err
+	}
+	if re, ok := cfg.Executor.(*RunnerExecutor); ok && re.Redact == nil {
+		re.Redact = s.Pool
+	}
 	s.metrics = newMetrics()
 	s.mux = http.NewServeMux()
 	for _, rt := range s.table() {
@@ -173,7 +194,7 @@ func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
-		s.mux.ServeHTTP(w, r)
+		s.redactResponses(s.mux).ServeHTTP(w, r)
 	})
 }
 
@@ -184,6 +205,9 @@ func (s *Server) Mux() *http.ServeMux { return s.mux }
 // Start starts the queue (and, with Config.Execute, its workers), after
 // recovering the runs an earlier process left.
 func (s *Server) Start(ctx context.Context) error {
+	if err := s.store.CheckAuditKey(ctx); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	q, err := newQueue(ctx, s)
 	if err != nil {
 		return err

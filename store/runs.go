@@ -119,7 +119,7 @@ func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
 // RunByID returns a run whatever its tenant: for the executor, which
 // holds only the id a queued job names.
 func (s *Store) RunByID(ctx context.Context, id string) (*Run, error) {
-	r, err := scanRun(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ?`), id))
+	r, err := scanRun(s.r(ctx).QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 	}

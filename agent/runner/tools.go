@@ -363,9 +363,12 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 			env[name] = v
 		}
 	}
+	if p := r.cfg.Redact; p != nil && p.Err() != nil {
+		return "", false, refusef("the operator's secrets to mask resolved to nothing, so command output cannot be masked; nothing was run: %v", p.Err())
+	}
 	cmd := session.Command{
 		Argv: argv, Inputs: inputs, Outputs: t.m.Outputs, OutputsOptional: true, Wall: min(limits.Wall, left),
-		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind, Env: env, Image: r.cfg.Image,
+		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind, Env: env, Image: r.cfg.Image, Redact: r.cfg.Redact,
 	}
 	rr.apply(&cmd)
 	out, err := r.sess.Exec(ctx, cmd)

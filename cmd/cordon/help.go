@@ -60,6 +60,10 @@ func subverbs(name string) []verb {
 		return []verb{
 			{"create", "--tenant ID --role member|approver NAME", "add a user", nil},
 		}
+	case "audit":
+		return []verb{
+			{"export", "[--out FILE]", "the audit log as JSONL ending with its signed head: a tenant key's own records revealed, the admin key's all", nil},
+		}
 	case "key":
 		return []verb{
 			{"create", "--tenant ID [--user ID]", "issue a key (shown once, stored hashed)", nil},
@@ -97,7 +101,7 @@ func verbNotes(name string) string {
 	case "run":
 		return keyEnvHelp + "\n  " + auditKeyEnv + ", when set, is used before them (PEM text)."
 	case "tenant", "tenant create", "tenant list", "user", "user create", "key", "key create", "key list", "key revoke", "key rotate",
-		"project", "project put", "project get", "project list", "submit", "approve", "reject", "cancel", "runs", "logs":
+		"project", "project put", "project get", "project list", "submit", "approve", "reject", "cancel", "runs", "logs", "audit", "audit export":
 		return clientEnvNotes
 	}
 	return ""

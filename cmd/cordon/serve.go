@@ -30,6 +30,7 @@ const defaultListen = "127.0.0.1:8420"
 // serveFlags are what `cordon serve` and `cordon worker` share.
 type serveFlags struct {
 	state, database, adminKeyFile, stewardKeyFile *string
+	auditKeyFile, secretsFile                     *string
 	maxWall                                       *time.Duration
 	workers, maxPending                           *int
 	worker                                        bool // a worker serves no HTTP and needs no admin key
@@ -41,6 +42,8 @@ func addServeFlags(fs *flag.FlagSet) serveFlags {
 		database:       fs.String("database", "", "postgres://… for PostgreSQL (default: SQLite in STATE/control.db)"),
 		adminKeyFile:   fs.String("admin-key-file", "", "the file holding the operator's admin key (default: STATE/admin.key, made on first start)"),
 		stewardKeyFile: fs.String("steward-key", "", "the key that signs every run's evidence (default: STATE/steward.key, made on first start)"),
+		auditKeyFile:   fs.String("audit-key", "", "the key that signs the audit log's head; its salts derive from it (default: STATE/audit.key, made on first start; serve and its workers need the same one)"),
+		secretsFile:    fs.String("secrets", "", "a file of the operator's secrets to mask wherever text leaves: one a line, the value or file:PATH"),
 		maxWall:        durationVar(fs, "max-wall", server.DefaultMaxWall, "the longest any run may take"),
 		workers:        fs.Int("workers", server.DefaultWorkers, "runs executed at once by this process"),
 		maxPending:     fs.Int("max-pending", server.DefaultMaxPending, "the most runs one tenant may have pending approval or queued"),
@@ -117,6 +120,14 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.St
 	if err != nil {
 		return nil, server.Config{}, nil, fmt.Errorf("%s: steward key: %w", verb, err)
 	}
+	auditKey, err := loadAuditKey(verb, state, *f.auditKeyFile)
+	if err != nil {
+		return nil, server.Config{}, nil, err
+	}
+	secrets, configured, err := loadSecrets(e, verb, *f.secretsFile)
+	if err != nil {
+		return nil, server.Config{}, nil, err
+	}
 	if sqliteFile != "" {
 		// The database holds key hashes and every tenant's runs: 0600.
 		// SQLite makes its -wal and -shm files with the database's mode;
@@ -139,7 +150,7 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.St
 	return st, server.Config{
 		Store: st, AdminKey: strings.TrimSpace(string(admin)), StateDir: state, Key: key, Version: version,
 		Log: slog.New(slog.NewJSONHandler(e.stderr, nil)), MaxWall: *f.maxWall, Workers: *f.workers, MaxPending: *f.maxPending,
-		WorkerID: workerID(host, os.Getpid()),
+		WorkerID: workerID(host, os.Getpid()), AuditKey: auditKey, Secrets: secrets, SecretsConfigured: configured,
 	}, release, nil
 }
 
