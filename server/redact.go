@@ -230,7 +230,9 @@ type redactHandler struct {
 	pool  func() *redact.Pool
 }
 
-func (h redactHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
+func (h redactHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.inner.Enabled(ctx, l)
+}
 
 func (h redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	p := h.pool()

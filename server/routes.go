@@ -250,7 +250,9 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 	if err := s.audited(r, r.PathValue("tenant"), "key.revoke", func() map[string]any {
 		return map[string]any{"key": r.PathValue("key")}
-	}, func(ctx context.Context) error { return s.store.RevokeKey(ctx, r.PathValue("tenant"), r.PathValue("key")) }); err != nil {
+	}, func(ctx context.Context) error {
+		return s.store.RevokeKey(ctx, r.PathValue("tenant"), r.PathValue("key"))
+	}); err != nil {
 		s.fail(w, r, storeError(err, "unrevoked key"))
 		return
 	}
