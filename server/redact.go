@@ -141,13 +141,12 @@ type redactKey struct{}
 // metrics) passes through.
 type redactWriter struct {
 	http.ResponseWriter
-	pool     *redact.Pool
-	code     int
-	decided  bool
-	buffer   bool
-	exempt   bool
-	buf      bytes.Buffer
-	finished bool
+	pool    *redact.Pool
+	code    int
+	decided bool
+	buffer  bool
+	exempt  bool
+	buf     bytes.Buffer
 }
 
 func (rw *redactWriter) decide() {
