@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cordon-dev/cordon/redact"
@@ -26,6 +28,10 @@ type secrets struct {
 	mu      sync.RWMutex
 	sources map[string]secretSource
 	pool    *redact.Pool
+	// literal: every secret value appears in encoded JSON as itself
+	// (no character JSON encoding escapes), so the fast path of
+	// maskJSONBytes may look for it in the raw bytes.
+	literal bool
 }
 
 type secretSource struct {
@@ -67,7 +73,85 @@ func (s *Server) SetSecretSource(name string, values []string, configured int) e
 		return fmt.Errorf("server: secrets of %s: %w", name, err)
 	}
 	s.secrets.sources, s.secrets.pool = next, p
+	s.secrets.literal = !slices.ContainsFunc(all, func(v string) bool {
+		return strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || strings.ContainsRune(jsonEscaped, r) })
+	})
 	return nil
+}
+
+// jsonEscaped are the printable characters encoding/json may write
+// escaped (and every control character is).
+const jsonEscaped = "\"\\<>&\u2028\u2029\u007f\ufffd"
+
+// secretStringMember reports whether a JSON document without escapes
+// has a member whose name says it holds a secret and whose value may
+// hold a string (an object, array or string; not a number, true, false
+// or null). Without escapes every quote delimits a string, and a string
+// followed by a colon is a member name.
+func secretStringMember(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		end := bytes.IndexByte(b[i+1:], '"')
+		if end < 0 {
+			return true // not JSON: the full pass says so
+		}
+		name := b[i+1 : i+1+end]
+		i += end + 1
+		j := i + 1
+		for j < len(b) && isSpace(b[j]) {
+			j++
+		}
+		if j >= len(b) || b[j] != ':' {
+			continue
+		}
+		for j++; j < len(b) && isSpace(b[j]); j++ {
+		}
+		if j < len(b) && (b[j] == '"' || b[j] == '{' || b[j] == '[') && secretNamed(name) {
+			return true
+		}
+	}
+	return false
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// secretNamed is redact.SecretName with an ASCII shortcut: a name with
+// none of the words the rule looks for is not secret-named.
+func secretNamed(name []byte) bool {
+	low := make([]byte, len(name))
+	for i, c := range name {
+		if c >= 0x80 {
+			return redact.SecretName(string(name)) // Unicode case folding
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		low[i] = c
+	}
+	for _, w := range []string{"secret", "token", "passw", "passphrase", "key", "credential", "authorization", "cookie"} {
+		if bytes.Contains(low, []byte(w)) {
+			return redact.SecretName(string(name))
+		}
+	}
+	return false
+}
+
+// clean reports whether an encoded JSON document certainly needs no
+// masking: it has no escape (so each string's bytes are the string
+// itself, between quotes, and every secret value would appear literally),
+// no secret-named member holds a string, and the pool finds nothing in
+// its bytes. A false "no" costs only the full pass.
+func (s *Server) clean(p *redact.Pool, b []byte) bool {
+	s.secrets.mu.RLock()
+	literal := s.secrets.literal && p == s.secrets.pool
+	s.secrets.mu.RUnlock()
+	if !literal || bytes.IndexByte(b, '\\') >= 0 || secretStringMember(b) {
+		return false
+	}
+	m, err := p.String(string(b))
+	return err == nil && m == string(b)
 }
 
 // maskJSON masks a decoded JSON value (decoded with UseNumber) at any
@@ -142,6 +226,7 @@ type redactKey struct{}
 type redactWriter struct {
 	http.ResponseWriter
 	pool    *redact.Pool
+	clean   func(*redact.Pool, []byte) bool
 	code    int
 	decided bool
 	buffer  bool
@@ -190,7 +275,7 @@ func (rw *redactWriter) finish() {
 		code = 200
 	}
 	out := rw.buf.Bytes()
-	if len(out) > 0 {
+	if len(out) > 0 && !rw.clean(rw.pool, out) {
 		masked, err := maskJSONBytes(rw.pool, out)
 		if err != nil {
 			code, masked = 500, []byte(withheld)
@@ -215,7 +300,7 @@ func revealToCaller(r *http.Request) {
 // redactResponses wraps h so that every JSON response is masked.
 func (s *Server) redactResponses(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rw := &redactWriter{ResponseWriter: w, pool: s.Pool()}
+		rw := &redactWriter{ResponseWriter: w, pool: s.Pool(), clean: s.clean}
 		h.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), redactKey{}, rw)))
 		rw.finish()
 	})

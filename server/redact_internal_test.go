@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -90,5 +91,88 @@ func TestAuditExportMasksSecretNamesAndLaterSecrets(t *testing.T) {
 	}
 	if v := r.Revealed[`["subject","plain"]`]; v.Str() != "visible" || r.Masked != 2 {
 		t.Errorf("plain %q, %d masked", v.Str(), r.Masked)
+	}
+}
+
+// BenchmarkMaskResponse measures what masking adds to encoding a
+// response: a run view with its snapshot (escapes in it: the full pass),
+// and a list of twenty runs (the fast path).
+func BenchmarkMaskResponse(b *testing.B) {
+	dir := b.TempDir()
+	st, err := store.Open(b.Context(), filepath.Join(dir, "c.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	k, _ := sign.Generate()
+	s, _ := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: []string{"op-secret-value-1"}, SecretsConfigured: 1})
+	p := s.Pool()
+	snap := `{"manifest":{"type":"cordon.manifest.v1","task":"Run the command.","model":{"provider":"replay","name":"recorded","replay":"session.jsonl"},"inputs":[],"outputs":[],"commands":["true"],"budgets":{"max_turns":4,"max_input_tokens":100000}},"files":{"session.jsonl":"` + strings.Repeat("x", 1200) + `\n"}}`
+	run := func() map[string]any {
+		return map[string]any{"id": "run_abcdefghijklmnopqrstuvwxyz", "project": "prj_abcdefghijklmnopqrstuvwxyz", "task": "t", "state": "finished",
+			"submitted_by": "usr_abcdefghijklmnopqrstuvwxyz", "created_at": "2026-12-01T18:53:44.881815586Z", "execution": "sandbox", "attempts": 1}
+	}
+	view := run()
+	view["snapshot"] = json.RawMessage(snap)
+	var list []any
+	for range 20 {
+		list = append(list, run())
+	}
+	for name, doc := range map[string]any{"view": view, "list": list} {
+		b.Run(name+"/encode", func(b *testing.B) {
+			for b.Loop() {
+				json.Marshal(doc)
+			}
+		})
+		b.Run(name+"/encode+mask", func(b *testing.B) {
+			for b.Loop() {
+				out, _ := json.Marshal(doc)
+				if !s.clean(p, out) {
+					maskJSONBytes(p, out)
+				}
+			}
+		})
+	}
+}
+
+// TestCleanFastPathAgrees: whenever the fast path lets a document
+// through unmasked, the full pass leaves it unchanged too.
+func TestCleanFastPathAgrees(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k, _ := sign.Generate()
+	s, err := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: []string{"op-secret-value-1"}, SecretsConfigured: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Pool()
+	gh := "ghp_" + strings.Repeat("Z9", 18)
+	for _, v := range []any{
+		map[string]any{"a": "plain", "n": 1},
+		map[string]any{"a": "x\n" + gh},
+		map[string]any{"a": "x op-secret-value-1"},
+		map[string]any{"api_token": "abc"},
+		map[string]any{"max_input_tokens": 10, "t": true},
+		map[string]any{"a": "aws_secret_access_key\t= " + strings.Repeat("A", 40)},
+		map[string]any{"a": "<" + gh + ">"},
+		map[string]any{gh: 1},
+		[]any{"-----BEGIN PRIVATE KEY-----\nabc"},
+		gh,
+	} {
+		b, _ := json.Marshal(v)
+		full, err := maskJSONBytes(p, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.clean(p, b) && strings.TrimSpace(string(full)) != string(b) {
+			t.Errorf("%s: the fast path lets it through, the full pass masks it to %s", b, full)
+		}
+	}
+	if !s.clean(p, []byte(`{"a":"plain","max_output_tokens":5}`)) {
+		t.Error("a plain document takes the full pass")
 	}
 }
