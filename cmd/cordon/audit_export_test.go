@@ -15,6 +15,8 @@ import (
 	"github.com/cordon-dev/cordon/store"
 )
 
+const auditTestAdminKey = "audit-test-admin-key-0123456789abcdef012345"
+
 // TestAuditExportFromALiveServer: `cordon audit export --server URL
 // --out FILE` from a live control plane, as the operator and as a
 // tenant, verifies with `cordon verify audit --pubkey` against the key
@@ -29,7 +31,7 @@ func TestAuditExportFromALiveServer(t *testing.T) {
 	defer st.Close()
 	k, _ := sign.Generate()
 	ak, _ := sign.Generate()
-	s, err := server.New(server.Config{Store: st, AdminKey: testAdminKey, StateDir: dir, Key: k, AuditKey: ak, Version: version})
+	s, err := server.New(server.Config{Store: st, AdminKey: auditTestAdminKey, StateDir: dir, Key: k, AuditKey: ak, Version: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestAuditExportFromALiveServer(t *testing.T) {
 	ceiling := filepath.Join(dir, "ceiling.json")
 	os.WriteFile(ceiling, []byte(`{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
 "exec":{"allow":[{"name":"true"}]},"limits":{"wall_ms":600000,"memory_bytes":1073741824,"pids":256}}`), 0o644)
-	as(testAdminKey)
+	as(auditTestAdminKey)
 	srv := "--server=" + hs.URL
 	acme := field(cli(0, "tenant", "create", srv, "--json", "--ceiling", ceiling, "acme"), "id")
 	globex := field(cli(0, "tenant", "create", srv, "--json", "--ceiling", ceiling, "globex"), "id")
@@ -92,7 +94,7 @@ func TestAuditExportFromALiveServer(t *testing.T) {
 	}
 	os.WriteFile(served, b.Bytes(), 0o644)
 
-	as(testAdminKey)
+	as(auditTestAdminKey)
 	all := filepath.Join(dir, "all.jsonl")
 	cli(0, "audit", "export", srv, "--out", all)
 	if out := cli(0, "verify", "audit", "--pubkey", served, all); !strings.Contains(out, "valid audit export: 5 records") || !strings.Contains(out, " 0 masked") {
