@@ -236,12 +236,13 @@ func authzMatrix(t *testing.T, pg bool) {
 	s := loadSurface(t)
 	principals := []string{"none", "other", "tenant", "member", "approver", "admin", "explicit"}
 	allow := map[string][]string{
-		"public":         principals,
-		"tenant":         {"other", "tenant", "member", "approver"},
-		"user":           {"member", "approver"},
-		"approver":       {"approver"},
-		"admin":          {"admin", "explicit"},
-		"explicit-admin": {"explicit"},
+		"public":          principals,
+		"tenant":          {"other", "tenant", "member", "approver"},
+		"user":            {"member", "approver"},
+		"approver":        {"approver"},
+		"admin":           {"admin", "explicit"},
+		"explicit-admin":  {"explicit"},
+		"tenant-or-admin": {"other", "tenant", "member", "approver", "admin", "explicit"},
 	}
 	for _, r := range s.Routes {
 		for _, p := range principals {
@@ -272,9 +273,9 @@ func authzMatrix(t *testing.T, pg bool) {
 			case "PUT /v1/projects/{project}":
 				body = projectFor("true")
 			case "PUT /v1/tenants/{tenant}/secrets/{secret}":
-				body = "value"
+				body = "value-of-a-secret"
 			case "DELETE /v1/tenants/{tenant}/secrets/{secret}":
-				e.must(200, "PUT", "/v1/tenants/"+e.tenantA+"/secrets/s", adminKey, "value")
+				e.must(200, "PUT", "/v1/tenants/"+e.tenantA+"/secrets/s", adminKey, "value-of-a-secret")
 			case "POST /v1/projects/{project}/plan", "POST /v1/projects/{project}/runs":
 				body = `{"task":"t"}`
 			case "POST /v1/runs/{run}/review/decline":

@@ -266,3 +266,15 @@ func resolveDelivery(ctx context.Context, b *broker.Broker, tenant string, tc Ta
 	ok = true
 	return d, nil
 }
+
+// secretRefs are the references a task resolves at execution, in order.
+func (tc TaskConfig) secretRefs() []string {
+	var refs []string
+	for _, u := range tc.Secrets {
+		refs = append(refs, u.Ref)
+	}
+	if rc := tc.Repository; rc != nil && rc.Token != "" {
+		refs = append(refs, rc.Token)
+	}
+	return refs
+}

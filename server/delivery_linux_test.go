@@ -76,4 +76,15 @@ curl -sf ` + url + `/env/$API_TOKEN
 	if strings.Contains(j, injVal) || strings.Contains(string(logb), injVal) || strings.Contains(string(logb), envVal) {
 		t.Errorf("the journal or the log holds a value")
 	}
+	// The resolution is in the audit log, by reference, never by value.
+	body, recs := e.export(adminKey)
+	resolved := 0
+	for _, r := range recs {
+		if revealed(r, `["event"]`) == "credential.resolve" && revealed(r, `["subject","run"]`) == id {
+			resolved++
+		}
+	}
+	if resolved != 1 || !strings.Contains(string(body), `"envtok"`) || strings.Contains(string(body), injVal) || strings.Contains(string(body), envVal) {
+		t.Errorf("audit: %d credential.resolve records for the run; export:\n%.2000s", resolved, body)
+	}
 }

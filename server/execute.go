@@ -15,6 +15,7 @@ import (
 	"github.com/cordon-dev/cordon/broker"
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/redact"
 	"github.com/cordon-dev/cordon/store"
 )
 
@@ -37,6 +38,14 @@ type RunnerExecutor struct {
 	// Broker resolves the tenant's secrets a task names (delivery.go);
 	// nil: a task that names secrets fails.
 	Broker *broker.Broker
+	// Audit, when not nil, records that a run resolves the secrets it
+	// names (by reference, never by value) before any is resolved; an
+	// error fails the run: no credential is resolved unrecorded. New sets
+	// the server's audit log.
+	Audit func(ctx context.Context, run *store.Run, refs []string) error
+	// Redact, when not nil, returns the pool that masks the run's
+	// journal and captured command output (New sets the server's).
+	Redact func() *redact.Pool
 }
 
 func failed(format string, args ...any) store.Outcome {
@@ -89,6 +98,12 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	defer logf.Close()
 	// The tenant's secrets, resolved here, at execution, for the run's
 	// tenant as the store recorded it; wiped when the run ends.
+	if refs := tc.secretRefs(); len(refs) > 0 && e.Audit != nil {
+		if err := e.Audit(ctx, run, refs); err != nil {
+			fmt.Fprintf(logf, "recording the resolution of %q in the audit log: %v\n", refs, err)
+			return failed("credentials: their resolution could not be recorded in the audit log, so none was resolved")
+		}
+	}
 	deliv, err := resolveDelivery(ctx, e.Broker, run.TenantID, tc, m, logf)
 	if err != nil {
 		return failed("credentials: %v", err)
@@ -98,6 +113,10 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	if m.Grants.MultiTenant {
 		tenant = run.TenantID
 	}
+	var pool *redact.Pool
+	if e.Redact != nil {
+		pool = e.Redact()
+	}
 	sandboxState := filepath.Join(e.StateDir, "sandbox")
 	if err := os.MkdirAll(sandboxState, 0o700); err != nil {
 		return failed("sandbox state: %v", err)
@@ -105,7 +124,7 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: true, Key: e.Key, SandboxState: sandboxState, Tenant: tenant,
 		Sandbox: e.Sandbox, Memory: memory.Options{NoGit: true}, Log: logf, Version: e.Version,
-		Env: deliv.Env, Inject: deliv.Inject,
+		Env: deliv.Env, Inject: deliv.Inject, Redact: pool,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -26,6 +26,10 @@ const (
 	GuardApprover = "approver"
 	// GuardAdmin needs the operator's admin key.
 	GuardAdmin = "admin"
+	// GuardTenantOrAdmin needs a tenant's key (whose reach is its own
+	// tenant) or the operator's admin key (whose reach is every tenant):
+	// the audit export, which each scopes to what it may see.
+	GuardTenantOrAdmin = "tenant-or-admin"
 	// GuardExplicitAdmin needs the admin key and the header
 	// ExplicitHeader: an operator action that widens what tenants may
 	// run is never one request away from a leaked admin key in a script.
@@ -39,7 +43,7 @@ const ExplicitHeader = "Cordon-Explicit-Admin"
 // and Elevated which tiers are the operator's.
 var guardTier = map[string]string{
 	GuardPublic: "public", GuardTenant: "tenant", GuardUser: "user", GuardApprover: "approver",
-	GuardAdmin: "admin", GuardExplicitAdmin: "explicit-admin",
+	GuardAdmin: "admin", GuardExplicitAdmin: "explicit-admin", GuardTenantOrAdmin: "tenant",
 }
 
 // TierOf returns the tier a guard implies, "" for an unknown guard.
@@ -109,6 +113,7 @@ func (s *Server) guard(name string, h http.HandlerFunc) http.HandlerFunc {
 			s.fail(w, r, &apiError{Code: 401, Msg: "this route needs a key (Authorization: Bearer …)"})
 			return
 		case errors.Is(err, store.ErrUnauthorized):
+			s.auditAuthFailure(r, "unknown or revoked key")
 			s.fail(w, r, &apiError{Code: 401, Msg: "unknown or revoked key"})
 			return
 		case err != nil:
@@ -136,6 +141,10 @@ func allowed(guard string, p *principal, r *http.Request) string {
 		}
 		if r.Header.Get(ExplicitHeader) != "1" {
 			return "this route needs the admin key and the header " + ExplicitHeader + ": 1"
+		}
+	case GuardTenantOrAdmin:
+		if !p.admin && p.p == nil {
+			return "this route needs a tenant's key or the admin key"
 		}
 	case GuardTenant:
 		if p.admin || p.p == nil {

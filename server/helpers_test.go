@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -135,6 +136,10 @@ type envOpts struct {
 	dsn      string
 	dir      string
 	broker   *broker.Broker // nil: a store under the state directory, with a new master key
+	// the operator's secrets to mask, and how many were configured
+	secrets    []string
+	configured int
+	log        io.Writer // the server's log (nil: discarded)
 }
 
 // noBroker, as envOpts.broker, starts a server without a broker.
@@ -190,7 +195,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 	}
 	cfg := server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true,
 		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, WorkerID: "test-" + filepath.Base(dir),
-		Broker: o.broker}
+		Broker: o.broker, AuditKey: sharedAuditKey(), Secrets: o.secrets, SecretsConfigured: o.configured}
+	if o.log != nil {
+		cfg.Log = slog.New(slog.NewJSONHandler(o.log, nil))
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)

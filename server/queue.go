@@ -215,7 +215,7 @@ func (q *queue) recover(ctx context.Context) error {
 		}
 		for _, r := range running {
 			reason := fmt.Sprintf("the server stopped while attempt %d was executing; a run is never executed twice, submit it again", r.Attempts)
-			if ok, err := s.store.Interrupted(ctx, r.ID, reason); err != nil {
+			if ok, err := s.interruptedAudited(ctx, r.ID, reason); err != nil {
 				return fmt.Errorf("server: recovery: %w", err)
 			} else if ok {
 				s.log.WarnContext(ctx, "run interrupted by a restart", slog.String("run", r.ID))
@@ -265,7 +265,7 @@ type runWorker struct {
 func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	s := w.s
 	id := job.Args.Run
-	attempt, ok, err := s.store.Start(ctx, id, s.cfg.WorkerID, job.ID)
+	attempt, ok, err := s.startAudited(ctx, id, job.ID)
 	if err != nil {
 		return err // the store did not answer: River retries
 	}
@@ -279,7 +279,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		// another job: that job is executing it; this one is a duplicate.
 		if run.State == store.StateRunning && run.Job == job.ID {
 			reason := fmt.Sprintf("attempt %d (worker %s) stopped without recording an outcome; the queue rescued its job; a run is never executed twice, submit it again", run.Attempts, run.Worker)
-			if ok, err := s.store.Interrupted(ctx, id, reason); err != nil {
+			if ok, err := s.interruptedAudited(ctx, id, reason); err != nil {
 				return err
 			} else if ok {
 				s.metrics.run("interrupted")
@@ -305,7 +305,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		s.log.ErrorContext(ctx, "the run's evidence stays on this worker", slog.String("run", id), slog.String("dir", s.runDir(id)))
 		out.Reason = strings.TrimPrefix(out.Reason+"; ", "; ") + "its evidence could not be stored: it stays on worker " + s.cfg.WorkerID
 	}
-	recorded, err := s.store.Finish(rec, id, attempt, out)
+	recorded, err := s.finishAudited(rec, id, attempt, out)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -74,7 +75,7 @@ func TestHelperServer(t *testing.T) {
 	}
 	s, err := server.New(server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true, Workers: 2,
 		Executor: ex, WorkerID: "helper-" + strconv.Itoa(os.Getpid()),
-		MaxWall: maxWall, RescueAfter: 3 * maxWall})
+		MaxWall: maxWall, RescueAfter: 3 * maxWall, AuditKey: sharedAuditKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,4 +353,14 @@ func TestKill9UnderLoad(t *testing.T) {
 	if finished == 0 {
 		t.Error("nothing finished: the test did not exercise the queue")
 	}
+}
+
+// sharedAuditKey is the audit key every process of one test's database
+// holds, as the operator gives serve and its workers the same one.
+func sharedAuditKey() *sign.PrivateKey {
+	k, err := sign.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		panic(err)
+	}
+	return k
 }

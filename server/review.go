@@ -232,7 +232,13 @@ func (s *Server) decideReview(w http.ResponseWriter, r *http.Request, decision s
 		s.fail(w, r, &apiError{Code: 400, Msg: "a decline needs a reason", Hint: `send {"reason": "…"}`})
 		return
 	}
-	rv, err := s.store.DecideReview(r.Context(), p.TenantID, r.PathValue("run"), p.UserID, decision, body.Reason)
+	var rv *store.Review
+	err := s.audited(r, p.TenantID, "run.review."+decision, func() map[string]any {
+		return map[string]any{"run": rv.RunID, "reason": body.Reason, "tier": rv.Tier, "needed": int64(rv.Needed), "state": rv.State}
+	}, func(ctx context.Context) (err error) {
+		rv, err = s.store.DecideReview(ctx, p.TenantID, r.PathValue("run"), p.UserID, decision, body.Reason)
+		return err
+	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		s.fail(w, r, &apiError{Code: 404, Msg: "no such run with a change to review"})
@@ -291,7 +297,11 @@ func (s *Server) putRiskPolicy(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 400, Msg: err.Error()})
 		return
 	}
-	if err := s.store.PutSetting(r.Context(), riskPolicySetting, b); err != nil {
+	if err := s.audited(r, "", "risk.policy", func() map[string]any {
+		return map[string]any{"policy": p.ID().String()}
+	}, func(ctx context.Context) error {
+		return s.store.PutSetting(ctx, riskPolicySetting, b)
+	}); err != nil {
 		s.fail(w, r, &apiError{Code: 500, Msg: "internal error", Err: err})
 		return
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cordon-dev/cordon/agent/mailbox"
+	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/store"
 	"github.com/cordon-dev/cordon/tier/selection"
@@ -64,6 +66,9 @@ func (s *Server) table() []Route {
 		{"PUT", "/v1/risk-policy", GuardExplicitAdmin, s.putRiskPolicy},
 		{"GET", "/v1/runs/{run}/mailbox", GuardTenant, s.mailboxList},
 		{"POST", "/v1/runs/{run}/mailbox", GuardUser, s.mailboxPost},
+
+		{"GET", "/v1/audit.pub", GuardPublic, s.auditPub},
+		{"GET", "/v1/audit/export", GuardTenantOrAdmin, s.auditExport},
 	}
 }
 
@@ -116,7 +121,13 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 400, Msg: "ceiling: " + err.Error(), Hint: "the ceiling is a grant set (docs/sandbox.md)"})
 		return
 	}
-	t, err := s.store.CreateTenant(r.Context(), req.Name, req.Ceiling)
+	var t *store.Tenant
+	err := s.audited(r, "", "tenant.create", func() map[string]any {
+		return map[string]any{"tenant": t.ID, "name": t.Name, "ceiling": canon.Sum(req.Ceiling).String()}
+	}, func(ctx context.Context) (err error) {
+		t, err = s.store.CreateTenant(ctx, req.Name, req.Ceiling)
+		return err
+	})
 	if err != nil {
 		s.fail(w, r, storeError(err, "tenant"))
 		return
@@ -151,7 +162,10 @@ func (s *Server) setCeiling(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 400, Msg: "ceiling: " + err.Error()})
 		return
 	}
-	if err := s.store.SetCeiling(r.Context(), r.PathValue("tenant"), b); err != nil {
+	tid := r.PathValue("tenant")
+	if err := s.audited(r, tid, "tenant.ceiling", func() map[string]any {
+		return map[string]any{"tenant": tid, "ceiling": canon.Sum(b).String()}
+	}, func(ctx context.Context) error { return s.store.SetCeiling(ctx, tid, b) }); err != nil {
 		s.fail(w, r, storeError(err, "tenant"))
 		return
 	}
@@ -180,7 +194,13 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, storeError(err, "tenant"))
 		return
 	}
-	u, err := s.store.CreateUser(r.Context(), r.PathValue("tenant"), req.Name, req.Role)
+	var u *store.User
+	err := s.audited(r, r.PathValue("tenant"), "user.create", func() map[string]any {
+		return map[string]any{"user": u.ID, "name": u.Name, "role": u.Role}
+	}, func(ctx context.Context) (err error) {
+		u, err = s.store.CreateUser(ctx, r.PathValue("tenant"), req.Name, req.Role)
+		return err
+	})
 	if err != nil {
 		s.fail(w, r, storeError(err, "user"))
 		return
@@ -211,11 +231,19 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	k, secret, err := s.store.CreateKey(r.Context(), r.PathValue("tenant"), req.User)
+	var k *store.Key
+	var secret string
+	err := s.audited(r, r.PathValue("tenant"), "key.create", func() map[string]any {
+		return map[string]any{"key": k.ID, "user": k.UserID}
+	}, func(ctx context.Context) (err error) {
+		k, secret, err = s.store.CreateKey(ctx, r.PathValue("tenant"), req.User)
+		return err
+	})
 	if err != nil {
 		s.fail(w, r, storeError(err, "tenant or user"))
 		return
 	}
+	revealToCaller(r) // the new key, shown once to the operator who made it
 	writeJSON(w, 201, keyView{k, secret, shownOnce})
 }
 
@@ -229,7 +257,11 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if err := s.store.RevokeKey(r.Context(), r.PathValue("tenant"), r.PathValue("key")); err != nil {
+	if err := s.audited(r, r.PathValue("tenant"), "key.revoke", func() map[string]any {
+		return map[string]any{"key": r.PathValue("key")}
+	}, func(ctx context.Context) error {
+		return s.store.RevokeKey(ctx, r.PathValue("tenant"), r.PathValue("key"))
+	}); err != nil {
 		s.fail(w, r, storeError(err, "unrevoked key"))
 		return
 	}
@@ -237,11 +269,19 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
-	k, secret, err := s.store.RotateKey(r.Context(), r.PathValue("tenant"), r.PathValue("key"))
+	var k *store.Key
+	var secret string
+	err := s.audited(r, r.PathValue("tenant"), "key.rotate", func() map[string]any {
+		return map[string]any{"key": r.PathValue("key"), "new_key": k.ID}
+	}, func(ctx context.Context) (err error) {
+		k, secret, err = s.store.RotateKey(ctx, r.PathValue("tenant"), r.PathValue("key"))
+		return err
+	})
 	if err != nil {
 		s.fail(w, r, storeError(err, "unrevoked key"))
 		return
 	}
+	revealToCaller(r) // the new key, shown once to the operator who made it
 	writeJSON(w, 201, keyView{k, secret, shownOnce + "; the old key is revoked"})
 }
 
@@ -306,11 +346,17 @@ func (s *Server) putProject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	check := s.ceilingCheck(b)
-	p, err := s.store.PutProject(r.Context(), tenantOf(r).TenantID, name, tenantOf(r).UserID, b, func(c []byte) error {
-		if err := check(c); err != nil {
-			return fmt.Errorf("%w: %w", errProject, err)
-		}
-		return nil
+	var p *store.Project
+	err := s.audited(r, tenantOf(r).TenantID, "project.put", func() map[string]any {
+		return map[string]any{"project": p.ID, "name": name, "config": canon.Sum(b).String()}
+	}, func(ctx context.Context) (err error) {
+		p, err = s.store.PutProject(ctx, tenantOf(r).TenantID, name, tenantOf(r).UserID, b, func(c []byte) error {
+			if err := check(c); err != nil {
+				return fmt.Errorf("%w: %w", errProject, err)
+			}
+			return nil
+		})
+		return err
 	})
 	if errors.Is(err, errProject) {
 		s.fail(w, r, &apiError{Code: 400, Msg: err.Error(), Hint: "a project is declarative: tasks, each an agent manifest and its files, with grants the tenant's ceiling covers"})
@@ -411,7 +457,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 429, Msg: fmt.Sprintf("the tenant has %d runs pending approval or queued, the operator's maximum (--max-pending %d): approve, reject or cancel some first", n, s.cfg.MaxPending)})
 		return
 	}
-	run, err := s.store.CreateRun(r.Context(), p.TenantID, p.ID, req.Task, snap, tenantOf(r).UserID, p.UpdatedBy)
+	var run *store.Run
+	err := s.audited(r, p.TenantID, "run.submit", func() map[string]any {
+		return map[string]any{"run": run.ID, "project": p.ID, "task": req.Task, "snapshot": canon.Sum(snap).String()}
+	}, func(ctx context.Context) (err error) {
+		run, err = s.store.CreateRun(ctx, p.TenantID, p.ID, req.Task, snap, tenantOf(r).UserID, p.UpdatedBy)
+		return err
+	})
 	if err != nil {
 		s.fail(w, r, storeError(err, "run"))
 		return
@@ -485,7 +537,8 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 409, Msg: "the run's task no longer passes its checks: " + err.Error()})
 		return
 	}
-	if err := s.store.Approve(r.Context(), p.TenantID, id, p.UserID); err != nil {
+	if err := s.audited(r, p.TenantID, "run.approve", func() map[string]any { return map[string]any{"run": id} },
+		func(ctx context.Context) error { return s.store.Approve(ctx, p.TenantID, id, p.UserID) }); err != nil {
 		s.fail(w, r, storeError(err, "run"))
 		return
 	}
@@ -502,7 +555,8 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) reject(w http.ResponseWriter, r *http.Request) {
 	p := tenantOf(r)
-	if err := s.store.Reject(r.Context(), p.TenantID, r.PathValue("run"), p.UserID); err != nil {
+	if err := s.audited(r, p.TenantID, "run.reject", func() map[string]any { return map[string]any{"run": r.PathValue("run")} },
+		func(ctx context.Context) error { return s.store.Reject(ctx, p.TenantID, r.PathValue("run"), p.UserID) }); err != nil {
 		s.fail(w, r, storeError(err, "run"))
 		return
 	}
@@ -513,7 +567,13 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 	p := tenantOf(r)
-	state, err := s.store.Cancel(r.Context(), p.TenantID, r.PathValue("run"), p.UserID)
+	var state string
+	err := s.audited(r, p.TenantID, "run.cancel", func() map[string]any {
+		return map[string]any{"run": r.PathValue("run"), "state": state}
+	}, func(ctx context.Context) (err error) {
+		state, err = s.store.Cancel(ctx, p.TenantID, r.PathValue("run"), p.UserID)
+		return err
+	})
 	if err != nil {
 		s.fail(w, r, storeError(err, "run"))
 		return
@@ -689,7 +749,13 @@ func (s *Server) mailboxPost(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 409, Msg: "the run has ended (state " + run.State + "); no one reads its mailbox"})
 		return
 	}
-	m, err := mailbox.Post(ws, mailbox.FromOperator, req.Text, time.Now())
+	var m mailbox.Message
+	err := s.audited(r, run.TenantID, "mailbox.reply", func() map[string]any {
+		return map[string]any{"run": run.ID, "seq": m.Seq, "text": req.Text}
+	}, func(context.Context) (err error) {
+		m, err = mailbox.Post(ws, mailbox.FromOperator, req.Text, time.Now())
+		return err
+	})
 	if errors.Is(err, mailbox.ErrInvalid) {
 		s.fail(w, r, &apiError{Code: 400, Msg: err.Error()})
 		return

@@ -1,12 +1,15 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/cordon-dev/cordon/broker"
+	"github.com/cordon-dev/cordon/redact"
 )
 
 // The credential broker's admin routes (docs/governance.md): the operator
@@ -50,6 +53,7 @@ func secretError(err error) *apiError {
 	return &apiError{Code: 500, Msg: "internal error", Err: err}
 }
 
+
 // putSecret writes or rotates a secret: the body is the value, as is
 // (1 to broker.MaxSecret bytes). The answer never holds it.
 func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
@@ -64,14 +68,34 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer clear(b)
-	if len(b) == 0 || len(b) > broker.MaxSecret {
-		s.fail(w, r, &apiError{Code: 400, Msg: fmt.Sprintf("a secret's value is the request body, 1 to %d bytes; got %d", broker.MaxSecret, len(b))})
+	// Every stored value is masked wherever text leaves (redact.go), so
+	// it must be text the mask pool can hold: long enough not to mask
+	// ordinary words, and valid UTF-8.
+	if len(b) < redact.MinSecret || len(b) > broker.MaxSecret || !utf8.Valid(b) {
+		s.fail(w, r, &apiError{Code: 400, Msg: fmt.Sprintf("a secret's value is the request body, %d to %d bytes of UTF-8 text (so that it can be masked wherever text leaves); got %d bytes", redact.MinSecret, broker.MaxSecret, len(b))})
 		return
 	}
 	tenant, name := r.PathValue("tenant"), r.PathValue("secret")
-	if err := st.Put(tenant, name, b); err != nil {
+	// The value is masked from before it is stored: no output between
+	// the write and the pool's refresh can show it.
+	if err := s.addBrokerSecret(string(b)); err != nil {
+		s.fail(w, r, &apiError{Code: 500, Msg: "internal error", Err: err})
+		return
+	}
+	// The write is recorded (by name) in the transaction that commits
+	// its record; the file store is written inside it, so a failed write
+	// records nothing, and a failed record rolls back nothing on disk but
+	// answers an error (the operator writes it again).
+	if err := s.audited(r, tenant, "secret.write", func() map[string]any {
+		return map[string]any{"name": name}
+	}, func(context.Context) error { return st.Put(tenant, name, b) }); err != nil {
 		s.fail(w, r, secretError(err))
 		return
+	}
+	if err := s.refreshBrokerSecrets(); err != nil {
+		// The new value stays in the pool (added above); the log says why
+		// the pool was not rebuilt.
+		s.log.ErrorContext(r.Context(), "refreshing the mask pool from the credential broker", "err", err.Error())
 	}
 	writeJSON(w, 200, map[string]string{"tenant": tenant, "secret": name, "status": "written"})
 }
@@ -83,9 +107,16 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant, name := r.PathValue("tenant"), r.PathValue("secret")
-	if err := st.Delete(tenant, name); err != nil {
+	if err := s.audited(r, tenant, "secret.delete", func() map[string]any {
+		return map[string]any{"name": name}
+	}, func(context.Context) error { return st.Delete(tenant, name) }); err != nil {
 		s.fail(w, r, secretError(err))
 		return
+	}
+	// A deleted value may still sit in older evidence; it leaves the pool
+	// only when the pool is rebuilt, and stays if that fails.
+	if err := s.refreshBrokerSecrets(); err != nil {
+		s.log.ErrorContext(r.Context(), "refreshing the mask pool from the credential broker", "err", err.Error())
 	}
 	writeJSON(w, 200, map[string]string{"tenant": tenant, "secret": name, "status": "deleted"})
 }
@@ -114,3 +145,27 @@ func (s *Server) SecretValues() ([]*broker.Secret, error) {
 	}
 	return s.cfg.Broker.Store.Values()
 }
+
+// brokerSource names the credential broker's values among the mask
+// pool's sources (redact.go).
+const brokerSource = "broker"
+
+// refreshBrokerSecrets rebuilds the broker's part of the mask pool from
+// every stored secret (none is tenant-writable: only the admin routes
+// write them). A secret that cannot be decrypted is an error, and the
+// pool keeps what it had.
+func (s *Server) refreshBrokerSecrets() error {
+	vals, err := s.SecretValues()
+	if err != nil {
+		return err
+	}
+	strs := make([]string, 0, len(vals))
+	for _, v := range vals {
+		strs = append(strs, string(v.Bytes()))
+		v.Destroy()
+	}
+	return s.SetSecretSource(brokerSource, strs, len(strs))
+}
+
+// addBrokerSecret adds one value to the broker's part of the pool.
+func (s *Server) addBrokerSecret(v string) error { return s.addSecretValue(brokerSource, v) }

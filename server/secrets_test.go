@@ -25,7 +25,7 @@ func TestSecretRoutes(t *testing.T) {
 	for _, r := range []resp{
 		e.must(200, "PUT", base+"db", adminKey, v1),
 		e.must(200, "PUT", base+"db", adminKey, v2), // rotation
-		e.must(200, "PUT", base+"api.key", adminKey, "x"),
+		e.must(200, "PUT", base+"api.key", adminKey, "third-api-key"),
 	} {
 		if bytes.Contains(r.body, []byte("value-")) {
 			t.Errorf("an answer holds the value: %s", r.body)
@@ -56,14 +56,16 @@ func TestSecretRoutes(t *testing.T) {
 		method, path, body string
 		code               int
 	}{
-		{"PUT", base + "db", "", 400},                             // empty value
-		{"PUT", base + "..db", "v", 400},                          // bad name
-		{"PUT", base + "-db", "v", 400},                           // bad name
-		{"PUT", "/v1/tenants/ten_nope/secrets/db", "v", 404},      // no such tenant
-		{"PUT", base + "big", strings.Repeat("x", 64<<10+1), 413}, // over MaxSecret and this server's body limit
-		{"DELETE", base + "nope", "", 404},                        // no such secret
-		{"GET", "/v1/tenants/ten_nope/secrets", "", 404},          // no such tenant
-		{"PUT", base + "db", "v", 403},                            // a tenant key (below)
+		{"PUT", base + "db", "", 400},                                    // empty value
+		{"PUT", base + "db", "7-bytes", 400},                             // too short to mask without masking words
+		{"PUT", base + "db", "not\xffutf-8", 400},                        // not text: it could not be masked
+		{"PUT", base + "..db", "valid-value-1", 400},                     // bad name
+		{"PUT", base + "-db", "valid-value-1", 400},                      // bad name
+		{"PUT", "/v1/tenants/ten_nope/secrets/db", "valid-value-1", 404}, // no such tenant
+		{"PUT", base + "big", strings.Repeat("x", 64<<10+1), 413},        // over MaxSecret and this server's body limit
+		{"DELETE", base + "nope", "", 404},                               // no such secret
+		{"GET", "/v1/tenants/ten_nope/secrets", "", 404},                 // no such tenant
+		{"PUT", base + "db", "valid-value-1", 403},                       // a tenant key (below)
 	} {
 		k := adminKey
 		if c.code == 403 {
@@ -73,12 +75,20 @@ func TestSecretRoutes(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, r.code, r.body, c.code)
 		}
 	}
+	// A stored value is masked wherever text leaves, from its write on:
+	// here in a project a tenant wrote (a tenant that knows a value learns
+	// nothing from this, and one that does not cannot read it back).
+	files, _ := json.Marshal(map[string]string{"session.jsonl": replayFor("true"), "notes.txt": "see " + v2})
+	e.must(200, "PUT", "/v1/projects/leak", e.keys["member"], `{"tasks":{"t":{"manifest":`+manifestFor("true")+`,"files":`+string(files)+`}}}`)
+	if b := e.must(200, "GET", "/v1/projects/leak", e.keys["member"], "").body; bytes.Contains(b, []byte(v2)) || !bytes.Contains(b, []byte("[redacted")) {
+		t.Errorf("a stored secret is shown unmasked: %s", b)
+	}
 	e.must(200, "DELETE", base+"db", adminKey, "")
 	e.must(404, "DELETE", base+"db", adminKey, "")
 	// The mask pool for redaction holds what the operator wrote, of
 	// every tenant, and nothing else.
 	vals, err := e.srv.SecretValues()
-	if err != nil || len(vals) != 1 || string(vals[0].Bytes()) != "x" {
+	if err != nil || len(vals) != 1 || string(vals[0].Bytes()) != "third-api-key" {
 		t.Errorf("SecretValues: %v %v", vals, err)
 	}
 	for _, v := range vals {

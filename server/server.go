@@ -91,6 +91,16 @@ type Config struct {
 	// written by the admin secret routes, and the default Executor
 	// resolves tasks' references with it. nil: no secrets.
 	Broker *broker.Broker
+	// AuditKey signs the audit log's head, and the records' salts derive
+	// from it (audit.go); nil: Key. Every process appending to one
+	// database (serve and its workers) must hold the same one.
+	AuditKey *sign.PrivateKey
+	// Secrets are the operator's secret values to mask wherever text
+	// leaves (redact.go), resolved from the operator's configuration;
+	// SecretsConfigured is how many were configured: above zero with
+	// none resolved, every output that needs masking is refused.
+	Secrets           []string
+	SecretsConfigured int
 }
 
 // Server is a control plane.
@@ -103,6 +113,7 @@ type Server struct {
 	routes    []Route
 	queue     *queue
 	metrics   *metrics
+	secrets   secrets
 }
 
 // New validates cfg and builds the server; Start starts its queue.
@@ -152,7 +163,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Executor == nil {
 		cfg.Executor = &RunnerExecutor{StateDir: cfg.StateDir, Key: cfg.Key, Version: cfg.Version, Broker: cfg.Broker}
 	}
-	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Log, adminHash: sha256.Sum256([]byte(cfg.AdminKey))}
+	s := &Server{cfg: cfg, store: cfg.Store, adminHash: sha256.Sum256([]byte(cfg.AdminKey))}
+	if err := s.SetSecretSource("operator", cfg.Secrets, cfg.SecretsConfigured); err != nil {
+		return nil, err
+	}
+	if err := s.refreshBrokerSecrets(); err != nil {
+		return nil, fmt.Errorf("server: the credential broker's secrets for the mask pool: %w", err)
+	}
+	s.log = slog.New(redactHandler{inner: cfg.Log.Handler(), pool: s.Pool})
+	if err := useAuditKey(cfg.Store, s.auditKey()); err != nil {
+		return nil, err
+	}
+	if re, ok := cfg.Executor.(*RunnerExecutor); ok && re.Audit == nil {
+		re.Audit = s.auditResolution
+	}
+	if re, ok := cfg.Executor.(*RunnerExecutor); ok && re.Redact == nil {
+		re.Redact = s.Pool
+	}
 	s.metrics = newMetrics()
 	s.mux = http.NewServeMux()
 	for _, rt := range s.table() {
@@ -178,7 +205,7 @@ func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
-		s.mux.ServeHTTP(w, r)
+		s.redactResponses(s.mux).ServeHTTP(w, r)
 	})
 }
 
@@ -189,6 +216,9 @@ func (s *Server) Mux() *http.ServeMux { return s.mux }
 // Start starts the queue (and, with Config.Execute, its workers), after
 // recovering the runs an earlier process left.
 func (s *Server) Start(ctx context.Context) error {
+	if err := s.store.CheckAuditKey(ctx); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	q, err := newQueue(ctx, s)
 	if err != nil {
 		return err

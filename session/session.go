@@ -31,6 +31,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/redact"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/tier"
 	"github.com/cordon-dev/cordon/tier/selection"
@@ -234,6 +235,11 @@ type Command struct {
 	// stderr in the Outcome, as well as writing them to Stdout and
 	// Stderr when those are set, and journals their ContentIds.
 	Capture int
+	// Redact, if not nil, masks the captured streams as they are
+	// written (a secret split across two writes is still caught), before
+	// they are kept and before their ContentIds are journalled. A pool
+	// that fails loud makes every write fail: check Err first.
+	Redact *redact.Pool
 	// Task, ID and Kind label the journal entries (the runner's).
 	Task, ID, Kind string
 	// Image, if not nil, is the command's runtime in place of the
@@ -338,14 +344,20 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 		},
 	}
 	var stdout, stderr capped
+	var masks []*redact.Writer
 	if c.Capture > 0 {
 		stdout.limit, stderr.limit = c.Capture, c.Capture
-		spec.Stdout, spec.Stderr = &stdout, &stderr
+		var so, se io.Writer = &stdout, &stderr
+		if c.Redact != nil {
+			mo, me := c.Redact.NewWriter(&stdout), c.Redact.NewWriter(&stderr)
+			masks, so, se = []*redact.Writer{mo, me}, mo, me
+		}
+		spec.Stdout, spec.Stderr = so, se
 		if c.Stdout != nil {
-			spec.Stdout = io.MultiWriter(&stdout, c.Stdout)
+			spec.Stdout = io.MultiWriter(so, c.Stdout)
 		}
 		if c.Stderr != nil {
-			spec.Stderr = io.MultiWriter(&stderr, c.Stderr)
+			spec.Stderr = io.MultiWriter(se, c.Stderr)
 		}
 	}
 	var (
@@ -377,6 +389,9 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 		spec.Egress = proxy
 	}
 	res, runErr := s.sb.Run(ctx, spec)
+	for _, m := range masks {
+		m.Close() // what it held back, masked
+	}
 	if proxy != nil {
 		proxy.Close() // returns once every connection is done: every decision is streamed
 		egStats = proxy.Stats()

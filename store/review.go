@@ -75,7 +75,7 @@ func (s *Store) insertReview(ctx context.Context, tx *sql.Tx, runID string, r *N
 // Review returns a tenant's run's review; a run without one (or another
 // tenant's run) is ErrNotFound.
 func (s *Store) Review(ctx context.Context, tenantID, runID string) (*Review, error) {
-	return s.review(ctx, s.rdb, tenantID, runID)
+	return s.review(ctx, s.r(ctx), tenantID, runID)
 }
 
 type querier interface {
@@ -134,11 +134,13 @@ func (s *Store) DecideReview(ctx context.Context, tenantID, runID, userID, decis
 	if userID == "" {
 		return nil, fmt.Errorf("store: review of run %s: %w", runID, ErrSelfApproval)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, own, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback()
+	if own {
+		defer tx.Rollback()
+	}
 	lock := ""
 	if s.engine == Postgres {
 		lock = " FOR UPDATE OF v"
@@ -188,8 +190,8 @@ func (s *Store) DecideReview(ctx context.Context, tenantID, runID, userID, decis
 		}
 	}
 	rv, err := s.review(ctx, tx, tenantID, runID)
-	if err != nil {
-		return nil, err
+	if err != nil || !own {
+		return rv, err
 	}
 	return rv, tx.Commit()
 }
@@ -197,7 +199,7 @@ func (s *Store) DecideReview(ctx context.Context, tenantID, runID, userID, decis
 // Setting returns an operator setting's value; ErrNotFound when unset.
 func (s *Store) Setting(ctx context.Context, name string) ([]byte, error) {
 	var v []byte
-	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT value FROM settings WHERE name = ?`), name).Scan(&v)
+	err := s.r(ctx).QueryRowContext(ctx, s.q(`SELECT value FROM settings WHERE name = ?`), name).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: setting %q: %w", name, ErrNotFound)
 	}

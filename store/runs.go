@@ -111,7 +111,7 @@ func (s *Store) CreateRun(ctx context.Context, tenantID, projectID, task string,
 
 // Run returns a tenant's run; another tenant's is ErrNotFound.
 func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
-	r, err := scanRun(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`), id, tenantID))
+	r, err := scanRun(s.r(ctx).QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`), id, tenantID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 	}
@@ -121,7 +121,7 @@ func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
 // RunByID returns a run whatever its tenant: for the executor, which
 // holds only the id a queued job names.
 func (s *Store) RunByID(ctx context.Context, id string) (*Run, error) {
-	r, err := scanRun(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ?`), id))
+	r, err := scanRun(s.r(ctx).QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 	}
@@ -279,7 +279,7 @@ func (s *Store) Start(ctx context.Context, id, worker string, job int64) (attemp
 	if err != nil || n == 0 {
 		return 0, false, err
 	}
-	err = s.db.QueryRowContext(ctx, s.q(`SELECT attempts FROM runs WHERE id = ?`), id).Scan(&attempt)
+	err = s.w(ctx).QueryRowContext(ctx, s.q(`SELECT attempts FROM runs WHERE id = ?`), id).Scan(&attempt)
 	return attempt, err == nil, err
 }
 
@@ -314,11 +314,13 @@ func (s *Store) Finish(ctx context.Context, id string, attempt int, o Outcome) (
 	if o.Review != nil && o.State != StateFinished {
 		return false, fmt.Errorf("store: finish run %s: only a finished run's change is reviewed", id)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, own, err := s.begin(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer tx.Rollback()
+	if own {
+		defer tx.Rollback()
+	}
 	res, err := tx.ExecContext(ctx, s.q(`UPDATE runs SET state = ?, reason = ?, exit_code = ?, tier = ?, status = ?, finished_at = ? WHERE id = ? AND state = ? AND attempts = ?`),
 		o.State, o.Reason, exit, nullable(o.Tier), nullable(o.Status), s.now().UnixNano(), id, StateRunning, attempt)
 	if err != nil {
@@ -331,6 +333,9 @@ func (s *Store) Finish(ctx context.Context, id string, attempt int, o Outcome) (
 		if err := s.insertReview(ctx, tx, id, o.Review); err != nil {
 			return false, err
 		}
+	}
+	if !own {
+		return true, nil
 	}
 	return true, tx.Commit()
 }

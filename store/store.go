@@ -82,6 +82,9 @@ type Store struct {
 	rdb    *sql.DB // reads: on SQLite a pool of its own, which WAL lets run beside the one writer
 	engine Engine
 	now    func() time.Time
+	// The operator's audit key (SetAuditKey, audit.go).
+	auditMaster []byte
+	auditKeyID  string
 }
 
 // Open opens the database the DSN names: "postgres://…" or
@@ -184,7 +187,7 @@ func (s *Store) q(query string) string {
 }
 
 func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.q(query), args...)
+	res, err := s.w(ctx).ExecContext(ctx, s.q(query), args...)
 	if err != nil {
 		return 0, uniqueErr(err)
 	}
@@ -245,7 +248,7 @@ func (s *Store) Tenant(ctx context.Context, id string) (*Tenant, error) {
 	var t Tenant
 	var ceiling string
 	var created int64
-	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT id, name, ceiling, created_at FROM tenants WHERE id = ?`), id).Scan(&t.ID, &t.Name, &ceiling, &created)
+	err := s.r(ctx).QueryRowContext(ctx, s.q(`SELECT id, name, ceiling, created_at FROM tenants WHERE id = ?`), id).Scan(&t.ID, &t.Name, &ceiling, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: tenant %q: %w", id, ErrNotFound)
 	}
@@ -315,7 +318,7 @@ func (s *Store) CreateUser(ctx context.Context, tenantID, name, role string) (*U
 func (s *Store) user(ctx context.Context, tenantID, id string) (*User, error) {
 	var u User
 	var created int64
-	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT id, tenant_id, name, role, created_at FROM users WHERE id = ? AND tenant_id = ?`), id, tenantID).
+	err := s.r(ctx).QueryRowContext(ctx, s.q(`SELECT id, tenant_id, name, role, created_at FROM users WHERE id = ? AND tenant_id = ?`), id, tenantID).
 		Scan(&u.ID, &u.TenantID, &u.Name, &u.Role, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: user %q: %w", id, ErrNotFound)
@@ -398,7 +401,7 @@ func (s *Store) RevokeKey(ctx context.Context, tenantID, keyID string) error {
 // tenant and user.
 func (s *Store) RotateKey(ctx context.Context, tenantID, keyID string) (*Key, string, error) {
 	var uid sql.NullString
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT user_id FROM keys WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL`), keyID, tenantID).Scan(&uid)
+	err := s.w(ctx).QueryRowContext(ctx, s.q(`SELECT user_id FROM keys WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL`), keyID, tenantID).Scan(&uid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, "", fmt.Errorf("store: key %q (or it is revoked already): %w", keyID, ErrNotFound)
 	}
@@ -454,11 +457,13 @@ type Project struct {
 // by returning an error, so that a ceiling changed concurrently cannot
 // slip a project past it.
 func (s *Store) PutProject(ctx context.Context, tenantID, name, by string, config []byte, check func(ceiling []byte) error) (*Project, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, own, err := s.begin(ctx) // joins an audited transaction
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback()
+	if own {
+		defer tx.Rollback()
+	}
 	var ceiling string
 	// FOR UPDATE is PostgreSQL's; SQLite's immediate transaction already
 	// holds the write lock.
@@ -491,6 +496,9 @@ func (s *Store) PutProject(ctx context.Context, tenantID, name, by string, confi
 	}
 	if err != nil {
 		return nil, uniqueErr(err)
+	}
+	if !own {
+		return p, nil
 	}
 	return p, tx.Commit()
 }

@@ -71,6 +71,7 @@ import (
 	"github.com/cordon-dev/cordon/internal/flock"
 	"github.com/cordon-dev/cordon/internal/nofollow"
 	"github.com/cordon-dev/cordon/internal/printable"
+	"github.com/cordon-dev/cordon/redact"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/session"
 )
@@ -140,6 +141,12 @@ type Config struct {
 	// comes from, recorded in run.start.
 	Image *sandbox.ImageRuntime
 	EnvID canon.ID
+	// Redact, if not nil, masks known credential shapes and the
+	// operator's secret values in every journal entry, the operator's
+	// log and captured command output (streamed: a secret split across
+	// writes is caught). A pool that fails loud ends the run's record
+	// rather than let text through unmasked, and refuses commands.
+	Redact *redact.Pool
 }
 
 // Outcome is what Run reports; Body is the result body committed in
@@ -381,14 +388,72 @@ func (r *run) record(b entry.Body) (journal.Entry, error) {
 // JSON escape.
 func (r *run) filter(v canon.Value) (canon.Value, error) {
 	j := string(v.AppendJCS(nil))
-	if r.redact(j) == j {
-		return v, nil
+	if r.redactKey(j) != j {
+		var err error
+		if v, err = canon.Parse([]byte(r.redactKey(j))); err != nil {
+			return canon.Value{}, fmt.Errorf("after removing the API key: %w", err)
+		}
+		j = string(v.AppendJCS(nil))
 	}
-	v, err := canon.Parse([]byte(r.redact(j)))
-	if err != nil {
-		return canon.Value{}, fmt.Errorf("after removing the API key: %w", err)
+	if p := r.cfg.Redact; p != nil {
+		m, err := p.String(j)
+		if err != nil {
+			return canon.Value{}, err
+		}
+		if m != j {
+			// Something to mask: mask each string (and member name) of
+			// the entry, so that a mask never cuts through JSON syntax.
+			return maskValue(p, v)
+		}
 	}
 	return v, nil
+}
+
+// maskValue masks every string and member name of v through p.
+func maskValue(p *redact.Pool, v canon.Value) (canon.Value, error) {
+	d := json.NewDecoder(strings.NewReader(string(v.AppendJCS(nil))))
+	d.UseNumber()
+	var x any
+	if err := d.Decode(&x); err != nil {
+		return canon.Value{}, err
+	}
+	var walk func(any) (any, error)
+	walk = func(x any) (any, error) {
+		switch y := x.(type) {
+		case string:
+			return p.String(y)
+		case []any:
+			for i, e := range y {
+				m, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				y[i] = m
+			}
+		case map[string]any:
+			out := make(map[string]any, len(y))
+			for k, e := range y {
+				mk, err := p.String(k)
+				if err != nil {
+					return nil, err
+				}
+				if out[mk], err = walk(e); err != nil {
+					return nil, err
+				}
+			}
+			return out, nil
+		}
+		return x, nil
+	}
+	m, err := walk(x)
+	if err != nil {
+		return canon.Value{}, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return canon.Value{}, err
+	}
+	return canon.Parse(b)
 }
 
 // logf writes one line for the operator. Model- and provider-chosen text
@@ -404,6 +469,19 @@ func (r *run) logf(format string, args ...any) {
 // redact removes the provider's API key, and fragments of it, from s,
 // when the provider can say what its key is.
 func (r *run) redact(s string) string {
+	s = r.redactKey(s)
+	if r.cfg.Redact != nil {
+		m, err := r.cfg.Redact.String(s)
+		if err != nil {
+			return "[withheld: " + err.Error() + "]"
+		}
+		s = m
+	}
+	return s
+}
+
+// redactKey removes the provider's API key, and fragments of it.
+func (r *run) redactKey(s string) string {
 	if rd, ok := r.cfg.Provider.(interface{ Redact(string) string }); ok {
 		return rd.Redact(s)
 	}

@@ -253,6 +253,16 @@ func (r *run) toolWrite(t *task, id string, in json.RawMessage) (string, error) 
 	return fmt.Sprintf("wrote %s, %d bytes", a.Path, len(data)), nil
 }
 
+// maskArgv is argv as the result records it: each argument through the
+// run's redaction (the journal's copy is masked by filter).
+func (r *run) maskArgv(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = r.redact(a)
+	}
+	return out
+}
+
 func (r *run) effect(t *task, id, kind string, eff any) error {
 	_, err := r.record(entry.Effect{Task: t.id, ID: id, Kind: kind, Effect: rawJSON(eff)})
 	return err
@@ -305,7 +315,7 @@ func (r *run) toolRun(ctx context.Context, t *task, id string, in json.RawMessag
 		note = fmt.Sprintf("(the path in %q was discarded; %s is resolved inside the sandbox)\n", a.Argv[0], argv[0])
 	}
 	if !r.cfg.Apply {
-		eff := RunEffect{Argv: argv, Applied: false}
+		eff := RunEffect{Argv: r.maskArgv(argv), Applied: false}
 		if err := r.effect(t, id, "run", eff); err != nil {
 			return "", err
 		}
@@ -363,9 +373,12 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 			env[name] = v
 		}
 	}
+	if p := r.cfg.Redact; p != nil && p.Err() != nil {
+		return "", false, refusef("the operator's secrets to mask resolved to nothing, so command output cannot be masked; nothing was run: %v", p.Err())
+	}
 	cmd := session.Command{
 		Argv: argv, Inputs: inputs, Outputs: t.m.Outputs, OutputsOptional: true, Wall: min(limits.Wall, left),
-		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind, Env: env, Image: r.cfg.Image,
+		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind, Env: env, Image: r.cfg.Image, Redact: r.cfg.Redact,
 	}
 	rr.apply(&cmd)
 	out, err := r.sess.Exec(ctx, cmd)
@@ -386,7 +399,7 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 		outs[f.Path] = f.ID.String()
 		r.outputs[f.Path] = f.ID.String()
 	}
-	r.body.Runs = append(r.body.Runs, RunEffect{Argv: argv, Applied: true, Exit: res.ExitCode, Outputs: outs})
+	r.body.Runs = append(r.body.Runs, RunEffect{Argv: r.maskArgv(argv), Applied: true, Exit: res.ExitCode, Outputs: outs})
 	var b strings.Builder
 	fmt.Fprintf(&b, "exit %d", res.ExitCode)
 	if res.TimedOut {
@@ -526,7 +539,7 @@ func (r *run) finish(ctx context.Context, t *task) (done bool, status, feedback 
 		return true, StatusFinished, "", nil
 	}
 	if !r.cfg.Apply {
-		eff := RunEffect{Argv: v, Verify: true}
+		eff := RunEffect{Argv: r.maskArgv(v), Verify: true}
 		if err := r.effect(t, "verify", "verify", eff); err != nil {
 			return false, "", "", err
 		}

@@ -60,6 +60,10 @@ func subverbs(name string) []verb {
 		return []verb{
 			{"create", "--tenant ID --role member|approver NAME", "add a user", nil},
 		}
+	case "audit":
+		return []verb{
+			{"export", "[--out FILE]", "the audit log as JSONL ending with its signed head: a tenant key's own records revealed, the admin key's all", nil},
+		}
 	case "key":
 		return []verb{
 			{"create", "--tenant ID [--user ID]", "issue a key (shown once, stored hashed)", nil},
@@ -112,7 +116,7 @@ func verbNotes(name string) string {
 	case "tenant", "tenant create", "tenant list", "user", "user create", "key", "key create", "key list", "key revoke", "key rotate",
 		"secret", "secret set", "secret rm", "secret ls",
 		"project", "project put", "project get", "project list", "submit", "approve", "reject", "cancel", "runs", "logs",
-		"review", "review show", "review accept", "review decline", "review policy":
+		"review", "review show", "review accept", "review decline", "review policy", "audit", "audit export":
 		return clientEnvNotes
 	}
 	return ""

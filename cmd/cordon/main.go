@@ -67,6 +67,7 @@ func verbs() []verb {
 		{"review", "show|accept|decline|policy …", "review a finished run's change by its risk tier; the operator's risk policy", runReview},
 		{"runs", "[RUN]", "list the tenant's runs, or show one", runRuns},
 		{"logs", "[--evidence FILE] RUN", "print a run's journal, and save its evidence", runLogs},
+		{"audit", "export [--out FILE]", "export the control plane's audit log, ending with its signed head", runAudit},
 		{"completion", "bash|zsh|fish", "print a shell completion script", runCompletion},
 		{"version", "[--json]", "print the version (also 'cordon --version')", runVersion},
 		{"help", "[COMMAND [SUBCOMMAND]]", "print this help, or a command's", nil},

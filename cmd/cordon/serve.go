@@ -31,7 +31,7 @@ const defaultListen = "127.0.0.1:8420"
 // serveFlags are what `cordon serve` and `cordon worker` share.
 type serveFlags struct {
 	state, database, adminKeyFile, stewardKeyFile *string
-	masterKeyFile                                 *string
+	masterKeyFile, auditKeyFile, secretsFile    *string
 	maxWall                                       *time.Duration
 	workers, maxPending                           *int
 	worker                                        bool // a worker serves no HTTP and needs no admin key
@@ -44,6 +44,8 @@ func addServeFlags(fs *flag.FlagSet) serveFlags {
 		adminKeyFile:   fs.String("admin-key-file", "", "the file holding the operator's admin key (default: STATE/admin.key, made on first start)"),
 		stewardKeyFile: fs.String("steward-key", "", "the key that signs every run's evidence (default: STATE/steward.key, made on first start)"),
 		masterKeyFile:  fs.String("master-key-file", "", "the file holding the operator's master key (an age identity, AGE-SECRET-KEY-1…, as age-keygen writes it) that encrypts tenants' secrets in STATE/secrets; without it there is no credential broker"),
+		auditKeyFile:   fs.String("audit-key", "", "the key that signs the audit log's head; its salts derive from it (default: STATE/audit.key, made on first start; serve and its workers need the same one)"),
+		secretsFile:    fs.String("secrets", "", "a file of the operator's secrets to mask wherever text leaves: one a line, the value or file:PATH"),
 		maxWall:        durationVar(fs, "max-wall", server.DefaultMaxWall, "the longest any run may take"),
 		workers:        fs.Int("workers", server.DefaultWorkers, "runs executed at once by this process"),
 		maxPending:     fs.Int("max-pending", server.DefaultMaxPending, "the most runs one tenant may have pending approval or queued"),
@@ -124,6 +126,14 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.St
 	if err != nil {
 		return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
 	}
+	auditKey, err := loadAuditKey(verb, state, *f.auditKeyFile)
+	if err != nil {
+		return nil, server.Config{}, nil, err
+	}
+	secrets, configured, err := loadSecrets(e, verb, *f.secretsFile)
+	if err != nil {
+		return nil, server.Config{}, nil, err
+	}
 	if sqliteFile != "" {
 		// The database holds key hashes and every tenant's runs: 0600.
 		// SQLite makes its -wal and -shm files with the database's mode;
@@ -146,7 +156,7 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.St
 	return st, server.Config{
 		Store: st, AdminKey: strings.TrimSpace(string(admin)), StateDir: state, Key: key, Version: version,
 		Log: slog.New(slog.NewJSONHandler(e.stderr, nil)), MaxWall: *f.maxWall, Workers: *f.workers, MaxPending: *f.maxPending,
-		WorkerID: workerID(host, os.Getpid()), Broker: brk,
+		WorkerID: workerID(host, os.Getpid()), Broker: brk, AuditKey: auditKey, Secrets: secrets, SecretsConfigured: configured,
 	}, release, nil
 }
 

@@ -1,0 +1,402 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/cordon-dev/cordon/redact"
+)
+
+// Redaction on every path text leaves the server (docs/redaction.md):
+// the structured log (redactHandler), every JSON response and error
+// (redactWriter), the audit export (audit.go: masked to commitments),
+// and each run's journal and captured command output (the agent runner,
+// given the pool). The pool's values come only from the operator: the
+// secrets Config.Secrets names and what SetSecretSource adds (the
+// credential broker's stored secrets, which admin-tier routes write) —
+// never from anything a tenant wrote.
+
+// secrets holds the sources the pool is built from.
+type secrets struct {
+	mu      sync.RWMutex
+	sources map[string]secretSource
+	pool    *redact.Pool
+	// literal: every secret value appears in encoded JSON as itself
+	// (no character JSON encoding escapes), so the fast path of
+	// maskJSONBytes may look for it in the raw bytes.
+	literal bool
+}
+
+type secretSource struct {
+	values     []string
+	configured int
+}
+
+// Pool is the server's current redaction pool. A pool whose operator
+// configured secrets that resolved to nothing fails every call
+// (redact.ErrEmptyPool): output that needed masking is refused.
+func (s *Server) Pool() *redact.Pool {
+	s.secrets.mu.RLock()
+	defer s.secrets.mu.RUnlock()
+	return s.secrets.pool
+}
+
+// SetSecretSource replaces the secret values one source contributes to
+// the pool (the operator's configuration is the source "operator"; the
+// credential broker calls it with its stored secrets). configured is how
+// many secrets the source is configured with: when the sources together
+// are configured with some and none resolved, the pool fails loud. The
+// values must come from the operator, never from a tenant's request.
+func (s *Server) SetSecretSource(name string, values []string, configured int) error {
+	s.secrets.mu.Lock()
+	defer s.secrets.mu.Unlock()
+	return s.setSecretSourceLocked(name, values, configured)
+}
+
+// addSecretValue adds one value to a source, atomically.
+func (s *Server) addSecretValue(name, v string) error {
+	s.secrets.mu.Lock()
+	defer s.secrets.mu.Unlock()
+	src := s.secrets.sources[name]
+	return s.setSecretSourceLocked(name, append(append([]string(nil), src.values...), v), src.configured+1)
+}
+
+func (s *Server) setSecretSourceLocked(name string, values []string, configured int) error {
+	next := map[string]secretSource{}
+	for k, v := range s.secrets.sources {
+		next[k] = v
+	}
+	next[name] = secretSource{values: append([]string(nil), values...), configured: configured}
+	var all []string
+	total := 0
+	for _, src := range next {
+		all = append(all, src.values...)
+		total += src.configured
+	}
+	p, err := redact.NewPool(redact.Config{OperatorSecrets: all, Configured: total})
+	if err != nil {
+		return fmt.Errorf("server: secrets of %s: %w", name, err)
+	}
+	s.secrets.sources, s.secrets.pool = next, p
+	s.secrets.literal = !slices.ContainsFunc(all, func(v string) bool {
+		return strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || strings.ContainsRune(jsonEscaped, r) })
+	})
+	return nil
+}
+
+// jsonEscaped are the printable characters encoding/json may write
+// escaped (and every control character is).
+const jsonEscaped = "\"\\<>&\u2028\u2029\u007f\ufffd"
+
+// secretStringMember reports whether a JSON document without escapes
+// has a member whose name says it holds a secret and whose value may
+// hold a string (an object, array or string; not a number, true, false
+// or null). Without escapes every quote delimits a string, and a string
+// followed by a colon is a member name.
+func secretStringMember(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		end := bytes.IndexByte(b[i+1:], '"')
+		if end < 0 {
+			return true // not JSON: the full pass says so
+		}
+		name := b[i+1 : i+1+end]
+		i += end + 1
+		j := i + 1
+		for j < len(b) && isSpace(b[j]) {
+			j++
+		}
+		if j >= len(b) || b[j] != ':' {
+			continue
+		}
+		for j++; j < len(b) && isSpace(b[j]); j++ {
+		}
+		if j < len(b) && (b[j] == '"' || b[j] == '{' || b[j] == '[') && secretNamed(name) {
+			return true
+		}
+	}
+	return false
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// secretNamed is redact.SecretName with an ASCII shortcut: a name with
+// none of the words the rule looks for is not secret-named.
+func secretNamed(name []byte) bool {
+	low := make([]byte, len(name))
+	for i, c := range name {
+		if c >= 0x80 {
+			return redact.SecretName(string(name)) // Unicode case folding
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		low[i] = c
+	}
+	for _, w := range []string{"secret", "token", "passw", "passphrase", "key", "credential", "authorization", "cookie"} {
+		if bytes.Contains(low, []byte(w)) {
+			return redact.SecretName(string(name))
+		}
+	}
+	return false
+}
+
+// clean reports whether an encoded JSON document certainly needs no
+// masking: it has no escape (so each string's bytes are the string
+// itself, between quotes, and every secret value would appear literally),
+// no secret-named member holds a string, and the pool finds nothing in
+// its bytes. A false "no" costs only the full pass.
+func (s *Server) clean(p *redact.Pool, b []byte) bool {
+	s.secrets.mu.RLock()
+	literal := s.secrets.literal && p == s.secrets.pool
+	s.secrets.mu.RUnlock()
+	if !literal || bytes.IndexByte(b, '\\') >= 0 || secretStringMember(b) {
+		return false
+	}
+	m, err := p.String(string(b))
+	return err == nil && m == string(b)
+}
+
+// maskJSON masks a decoded JSON value (decoded with UseNumber) at any
+// depth: every string and member name through the pool, and every
+// string under a secret-named member whole. Numbers and booleans are
+// kept (a budget such as max_output_tokens is not a secret).
+func maskJSON(p *redact.Pool, v any, secret bool) (any, error) {
+	switch x := v.(type) {
+	case string:
+		if secret {
+			return redact.Mask("field"), nil
+		}
+		return p.String(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			mk, err := p.String(k)
+			if err != nil {
+				return nil, err
+			}
+			if out[mk], err = maskJSON(p, e, secret || redact.SecretName(k)); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			var err error
+			if out[i], err = maskJSON(p, e, secret); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	if p.Err() != nil {
+		return nil, p.Err()
+	}
+	return v, nil
+}
+
+// maskJSONBytes masks a JSON document.
+func maskJSONBytes(p *redact.Pool, b []byte) ([]byte, error) {
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, fmt.Errorf("the response is not JSON: %w", err)
+	}
+	m, err := maskJSON(p, v, false)
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+// withheld is the one body a JSON response gets when the pool fails.
+const withheld = `{"error":"the response was withheld: the operator configured secrets to mask, but none resolved (redaction pool empty); fix the server's --secrets configuration"}` + "\n"
+
+type redactKey struct{}
+
+// redactWriter buffers a JSON response and masks it before it is sent;
+// other content (evidence archives, signed journals, the audit export,
+// metrics) passes through.
+type redactWriter struct {
+	http.ResponseWriter
+	pool    *redact.Pool
+	clean   func(*redact.Pool, []byte) bool
+	code    int
+	decided bool
+	buffer  bool
+	exempt  bool
+	buf     bytes.Buffer
+}
+
+func (rw *redactWriter) decide() {
+	if rw.decided {
+		return
+	}
+	rw.decided = true
+	ct := rw.Header().Get("Content-Type")
+	rw.buffer = !rw.exempt && ct == "application/json"
+	if !rw.buffer {
+		if rw.code == 0 {
+			rw.code = 200
+		}
+		rw.ResponseWriter.WriteHeader(rw.code)
+	}
+}
+
+func (rw *redactWriter) WriteHeader(code int) {
+	if rw.code == 0 {
+		rw.code = code
+	}
+	rw.decide()
+}
+
+func (rw *redactWriter) Write(b []byte) (int, error) {
+	rw.decide()
+	if rw.buffer {
+		return rw.buf.Write(b)
+	}
+	return rw.ResponseWriter.Write(b)
+}
+
+// finish sends a buffered response, masked; one the pool cannot mask is
+// replaced by a 500 that says why.
+func (rw *redactWriter) finish() {
+	if !rw.decided || !rw.buffer {
+		return
+	}
+	code := rw.code
+	if code == 0 {
+		code = 200
+	}
+	out := rw.buf.Bytes()
+	if len(out) > 0 && !rw.clean(rw.pool, out) {
+		masked, err := maskJSONBytes(rw.pool, out)
+		if err != nil {
+			code, masked = 500, []byte(withheld)
+			rw.Header().Set("Content-Type", "application/json")
+		}
+		out = masked
+	}
+	rw.Header().Del("Content-Length")
+	rw.ResponseWriter.WriteHeader(code)
+	rw.ResponseWriter.Write(out)
+}
+
+// revealToCaller exempts this response from masking: only for a
+// credential issued to its caller (a new key, shown once), which the
+// pool's cdn_ shape would otherwise mask.
+func revealToCaller(r *http.Request) {
+	if rw, ok := r.Context().Value(redactKey{}).(*redactWriter); ok {
+		rw.exempt = true
+	}
+}
+
+// unmasked exempts a response built into the binary (the OpenAPI
+// document), which holds nothing a tenant or a run wrote.
+func unmasked(r *http.Request) { revealToCaller(r) }
+
+// redactResponses wraps h so that every JSON response is masked.
+func (s *Server) redactResponses(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rw := &redactWriter{ResponseWriter: w, pool: s.Pool(), clean: s.clean}
+		h.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), redactKey{}, rw)))
+		rw.finish()
+	})
+}
+
+// redactHandler masks every log record: its message and every string
+// attribute (a secret-named attribute's whole value). When the pool
+// fails, the record is replaced by one that says it was withheld.
+type redactHandler struct {
+	inner slog.Handler
+	pool  func() *redact.Pool
+}
+
+func (h redactHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.inner.Enabled(ctx, l)
+}
+
+func (h redactHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	p := h.pool()
+	out := make([]slog.Attr, 0, len(as))
+	for _, a := range as {
+		m, err := maskAttr(p, a)
+		if err != nil {
+			m = slog.String(a.Key, "[withheld: "+err.Error()+"]")
+		}
+		out = append(out, m)
+	}
+	return redactHandler{inner: h.inner.WithAttrs(out), pool: h.pool}
+}
+
+func (h redactHandler) WithGroup(name string) slog.Handler {
+	return redactHandler{inner: h.inner.WithGroup(name), pool: h.pool}
+}
+
+func (h redactHandler) Handle(ctx context.Context, rec slog.Record) error {
+	p := h.pool()
+	msg, err := p.String(rec.Message)
+	out := slog.NewRecord(rec.Time, rec.Level, msg, rec.PC)
+	if err == nil {
+		rec.Attrs(func(a slog.Attr) bool {
+			var m slog.Attr
+			if m, err = maskAttr(p, a); err != nil {
+				return false
+			}
+			out.AddAttrs(m)
+			return true
+		})
+	}
+	if err != nil {
+		out = slog.NewRecord(rec.Time, max(rec.Level, slog.LevelError), "log record withheld: "+err.Error(), rec.PC)
+	}
+	return h.inner.Handle(ctx, out)
+}
+
+func maskAttr(p *redact.Pool, a slog.Attr) (slog.Attr, error) {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindGroup:
+		var as []slog.Attr
+		for _, g := range v.Group() {
+			m, err := maskAttr(p, g)
+			if err != nil {
+				return a, err
+			}
+			as = append(as, m)
+		}
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(as...)}, nil
+	case slog.KindString, slog.KindAny:
+		s := v.String()
+		if v.Kind() == slog.KindAny {
+			s = fmt.Sprint(v.Any())
+		}
+		if redact.SecretName(a.Key) {
+			if err := p.Err(); err != nil {
+				return a, err
+			}
+			return slog.String(a.Key, redact.Mask("field")), nil
+		}
+		m, err := p.String(s)
+		return slog.String(a.Key, m), err
+	}
+	return slog.Attr{Key: a.Key, Value: v}, p.Err()
+}

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cordon-dev/cordon/evidence/audit"
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/redact"
+	"github.com/cordon-dev/cordon/store"
+)
+
+// TestMaskJSONTopLevelAndNames: a top-level string is masked; so is a
+// secret in a member name, and every string under a secret-named member
+// (numbers under one, such as a token budget, are kept).
+func TestMaskJSONTopLevelAndNames(t *testing.T) {
+	p, err := redact.NewPool(redact.Config{OperatorSecrets: []string{"op-secret-value-1"}, Configured: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh := "ghp_" + strings.Repeat("Z9", 18)
+	for in, want := range map[string]string{
+		`"` + gh + `"`:                               `"[redacted:github]"`,
+		`"x op-secret-value-1 y"`:                    `"x [redacted:secret] y"`,
+		`{"` + gh + `":1}`:                           `{"[redacted:github]":1}`,
+		`{"auth":{"password":"hunter22","n":["a"]}}`: `{"auth":{"n":["a"],"password":"[redacted:field]"}}`,
+		`{"credentials":{"user":"u","list":["p"]}}`:  `{"credentials":{"list":["[redacted:field]"],"user":"[redacted:field]"}}`,
+		`{"max_output_tokens":10000}`:                `{"max_output_tokens":10000}`,
+	} {
+		got, err := maskJSONBytes(p, []byte(in))
+		if err != nil || strings.TrimSpace(string(got)) != want {
+			t.Errorf("%s: got %s, %v; want %s", in, got, err, want)
+		}
+	}
+	empty, _ := redact.NewPool(redact.Config{Configured: 1})
+	if _, err := maskJSONBytes(empty, []byte(`"x"`)); err == nil {
+		t.Error("a failing pool masked a response")
+	}
+}
+
+// TestAuditExportMasksSecretNamesAndLaterSecrets: a secret-named member
+// of a record, and a string holding a secret configured after the
+// record was written, are masked in the export (to their commitments),
+// and the export still verifies.
+func TestAuditExportMasksSecretNamesAndLaterSecrets(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k, _ := sign.Generate()
+	admin := strings.Repeat("a", 40)
+	s, err := New(Config{Store: st, AdminKey: admin, StateDir: dir, Key: k, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := "configured-later-secret"
+	ev := s.event("", "test", map[string]any{"kind": "operator"}, map[string]any{"api_key": "shown-nowhere", "note": "x " + later, "plain": "visible"})
+	if err := st.Audit(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSecretSource("broker", []string{later}, 1); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	req, _ := http.NewRequest("GET", hs.URL+"/v1/audit/export", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	recs, err := audit.Verify(body, k.Public())
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("verify: %v\n%s", err, body)
+	}
+	r := recs[0]
+	if _, ok := r.Revealed[`["subject","api_key"]`]; ok || strings.Contains(string(body), "shown-nowhere") {
+		t.Error("a secret-named member was revealed")
+	}
+	if _, ok := r.Revealed[`["subject","note"]`]; ok || strings.Contains(string(body), later) {
+		t.Error("a string holding a secret was revealed")
+	}
+	if v := r.Revealed[`["subject","plain"]`]; v.Str() != "visible" || r.Masked != 2 {
+		t.Errorf("plain %q, %d masked", v.Str(), r.Masked)
+	}
+}
+
+// BenchmarkMaskResponse measures what masking adds to encoding a
+// response: a run view with its snapshot (escapes in it: the full pass),
+// and a list of twenty runs (the fast path).
+func BenchmarkMaskResponse(b *testing.B) {
+	dir := b.TempDir()
+	st, err := store.Open(b.Context(), filepath.Join(dir, "c.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	k, _ := sign.Generate()
+	s, _ := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: []string{"op-secret-value-1"}, SecretsConfigured: 1})
+	p := s.Pool()
+	snap := `{"manifest":{"type":"cordon.manifest.v1","task":"Run the command.","model":{"provider":"replay","name":"recorded","replay":"session.jsonl"},"inputs":[],"outputs":[],"commands":["true"],"budgets":{"max_turns":4,"max_input_tokens":100000}},"files":{"session.jsonl":"` + strings.Repeat("x", 1200) + `\n"}}`
+	run := func() map[string]any {
+		return map[string]any{"id": "run_abcdefghijklmnopqrstuvwxyz", "project": "prj_abcdefghijklmnopqrstuvwxyz", "task": "t", "state": "finished",
+			"submitted_by": "usr_abcdefghijklmnopqrstuvwxyz", "created_at": "2026-12-01T18:53:44.881815586Z", "execution": "sandbox", "attempts": 1}
+	}
+	view := run()
+	view["snapshot"] = json.RawMessage(snap)
+	var list []any
+	for range 20 {
+		list = append(list, run())
+	}
+	for name, doc := range map[string]any{"view": view, "list": list} {
+		b.Run(name+"/encode", func(b *testing.B) {
+			for b.Loop() {
+				json.Marshal(doc)
+			}
+		})
+		b.Run(name+"/encode+mask", func(b *testing.B) {
+			for b.Loop() {
+				out, _ := json.Marshal(doc)
+				if !s.clean(p, out) {
+					maskJSONBytes(p, out)
+				}
+			}
+		})
+	}
+}
+
+// TestCleanFastPathAgrees: whenever the fast path lets a document
+// through unmasked, the full pass leaves it unchanged too.
+func TestCleanFastPathAgrees(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k, _ := sign.Generate()
+	s, err := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: []string{"op-secret-value-1"}, SecretsConfigured: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Pool()
+	gh := "ghp_" + strings.Repeat("Z9", 18)
+	for _, v := range []any{
+		map[string]any{"a": "plain", "n": 1},
+		map[string]any{"a": "x\n" + gh},
+		map[string]any{"a": "x op-secret-value-1"},
+		map[string]any{"api_token": "abc"},
+		map[string]any{"max_input_tokens": 10, "t": true},
+		map[string]any{"a": "aws_secret_access_key\t= " + strings.Repeat("A", 40)},
+		map[string]any{"a": "<" + gh + ">"},
+		map[string]any{gh: 1},
+		[]any{"-----BEGIN PRIVATE KEY-----\nabc"},
+		gh,
+	} {
+		b, _ := json.Marshal(v)
+		full, err := maskJSONBytes(p, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.clean(p, b) && strings.TrimSpace(string(full)) != string(b) {
+			t.Errorf("%s: the fast path lets it through, the full pass masks it to %s", b, full)
+		}
+	}
+	if !s.clean(p, []byte(`{"a":"plain","max_output_tokens":5}`)) {
+		t.Error("a plain document takes the full pass")
+	}
+}
