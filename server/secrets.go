@@ -53,7 +53,6 @@ func secretError(err error) *apiError {
 	return &apiError{Code: 500, Msg: "internal error", Err: err}
 }
 
-
 // putSecret writes or rotates a secret: the body is the value, as is
 // (1 to broker.MaxSecret bytes). The answer never holds it.
 func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {

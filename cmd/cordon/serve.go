@@ -31,7 +31,7 @@ const defaultListen = "127.0.0.1:8420"
 // serveFlags are what `cordon serve` and `cordon worker` share.
 type serveFlags struct {
 	state, database, adminKeyFile, stewardKeyFile *string
-	masterKeyFile, auditKeyFile, secretsFile    *string
+	masterKeyFile, auditKeyFile, secretsFile      *string
 	maxWall                                       *time.Duration
 	workers, maxPending                           *int
 	worker                                        bool // a worker serves no HTTP and needs no admin key
