@@ -64,4 +64,3 @@ func echo(t *testing.T, c *clientConn, s string) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
