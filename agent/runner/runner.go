@@ -137,6 +137,10 @@ type Config struct {
 	// comes from, recorded in run.start.
 	Image *sandbox.ImageRuntime
 	EnvID canon.ID
+	// Issuer is the key of the run's issuer, who alone may amend the run
+	// (docs/SPEC.md §3.7); nil means Key's public key, and with neither
+	// the run has no issuer and refuses every amendment.
+	Issuer *sign.PublicKey
 }
 
 // Outcome is what Run reports; Body is the result body committed in
@@ -193,6 +197,7 @@ type run struct {
 	outputs   map[string]string // every output a write or a command produced, by path
 	// egressTask is the task whose command is running, for the egress log
 	egressTask string
+	auth       authority // the principals and the authority in force (amend.go)
 }
 
 func start(ctx context.Context, cfg Config) (*run, error) {
@@ -437,6 +442,10 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 	if _, err := r.record(start); err != nil {
 		return nil, err
 	}
+	if err := r.startAuthority(); err != nil {
+		return nil, err
+	}
+	defer r.endAuthority()
 	mode := "dry run (writes and commands are planned, not applied)"
 	if r.cfg.Apply {
 		mode = "apply"
