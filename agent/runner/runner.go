@@ -38,6 +38,14 @@
 // sandbox, an applied run tool call is refused with the reason, never run
 // unsandboxed.
 //
+// A run has its own agent key, generated at its start, and an issuer
+// (Config.Issuer, or Key's public key). At every turn boundary the
+// runner journals a checkpoint the agent key signs, and applies the
+// issuer's amendments waiting in WORKSPACE/.cordon/amend/RUN/ (also while
+// a command runs): an amendment only tightens the grant set and budgets,
+// and from the next action on the runner acts under the new ones; egress
+// it removes is cut at once (amend.go, docs/SPEC.md §3.7).
+//
 // Everything is journalled in WORKSPACE/.cordon/journal.jsonl (package
 // evidence/journal), which is verified before the run appends, and, when
 // a previous result exists, checked to still hold the head that result
