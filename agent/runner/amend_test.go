@@ -206,6 +206,9 @@ func TestAmendTightensLiveRun(t *testing.T) {
 	if err != nil || agent.ID().String() != principals.Agent {
 		t.Fatalf("agent key: %v", err)
 	}
+	if n, err := amend.VerifyJournal(es); err != nil || n != 4 {
+		t.Fatalf("VerifyJournal: %d checkpoints, %v", n, err)
+	}
 	cps := ofType(es, "checkpoint")
 	if len(cps) != 4 {
 		t.Fatalf("%d checkpoints, want 4", len(cps))

@@ -15,6 +15,7 @@ package amend
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
+	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
 )
@@ -410,4 +412,68 @@ func jcs(m map[string]any) []byte {
 		panic(err)
 	}
 	return bytes.Clone(c)
+}
+
+// VerifyJournal checks every checkpoint in a journal (docs/SPEC.md
+// §3.7): each follows its run's `run.principals` entry, verifies under
+// the agent key that entry names, names that run and agent, and records
+// the journal exactly as it stood before its own entry. It returns how
+// many checkpoints it checked.
+func VerifyJournal(es []journal.Entry) (int, error) {
+	var (
+		run   string
+		agent sign.PublicKey
+		n     int
+	)
+	for _, e := range es {
+		switch e.Type {
+		case "run.start":
+			run, agent = "", sign.PublicKey{}
+		case "run.principals":
+			_, r, o, err := jsonv.Canonical(e.Body().AppendJCS(nil))
+			if err != nil {
+				return n, fmt.Errorf("%w: entry %d: %w", ErrInvalid, e.Index, err)
+			}
+			o.Str("type", true)
+			run, _ = o.Str("run", true)
+			id, _ := o.Str("agent", true)
+			key, _ := o.Str("agent_key", true)
+			o.Str("issuer", false)
+			o.End()
+			if err := r.Err(); err != nil {
+				return n, fmt.Errorf("%w: entry %d: %w", ErrInvalid, e.Index, err)
+			}
+			raw, err := base64.RawURLEncoding.DecodeString(key)
+			if err == nil {
+				agent, err = sign.PublicKeyFromBytes(raw)
+			}
+			if err != nil || agent.ID().String() != id {
+				return n, fmt.Errorf("%w: entry %d: agent_key is not the key %s names", ErrInvalid, e.Index, id)
+			}
+		case "checkpoint":
+			if run == "" {
+				return n, fmt.Errorf("%w: entry %d: a checkpoint with no run.principals before it", ErrInvalid, e.Index)
+			}
+			b := e.Body()
+			cv, ok1 := b.Get("checkpoint")
+			sv, ok2 := b.Get("sig")
+			if !ok1 || !ok2 || sv.Kind() != canon.KindString {
+				return n, fmt.Errorf("%w: entry %d: a checkpoint entry needs checkpoint and sig", ErrInvalid, e.Index)
+			}
+			sig, err := base64.RawURLEncoding.DecodeString(sv.Str())
+			if err != nil {
+				return n, fmt.Errorf("%w: entry %d: sig: %w", ErrInvalid, e.Index, err)
+			}
+			c, err := VerifyCheckpoint(cv.AppendJCS(nil), sig, agent)
+			if err != nil {
+				return n, fmt.Errorf("entry %d: %w", e.Index, err)
+			}
+			if c.Run != run || c.Journal.Count != e.Index || c.Journal.ID != e.Prev {
+				return n, fmt.Errorf("%w: entry %d: the checkpoint names run %s at entry %d after %s; it stands in run %s at entry %d after %s",
+					ErrInvalid, e.Index, c.Run, c.Journal.Count, c.Journal.ID, run, e.Index, e.Prev)
+			}
+			n++
+		}
+	}
+	return n, nil
 }
