@@ -1,8 +1,10 @@
 package egress
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -64,3 +66,49 @@ func echo(t *testing.T, c *clientConn, s string) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestPolicySetDuringDial: a request decided under the old Enforcer whose
+// upstream connection is made after Set looked at the established ones
+// is closed as it is registered, never tunnelled.
+func TestPolicySetDuringDial(t *testing.T) {
+	addr, port := echoServer(t)
+	both := enforcer(t, []string{hostRule("allowed.test", port), cidrRule("127.0.0.1/32", port)})
+	pol := NewPolicy(both)
+	entered, release := make(chan struct{}), make(chan struct{})
+	env := newEnv(t, nil, func(c *Config) {
+		c.Policy = pol
+		resolve := c.Resolver
+		c.Resolver = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			close(entered)
+			<-release
+			return resolve(ctx, host)
+		}
+	})
+	env.allowDial(addr, addr)
+	type result struct {
+		status int
+		body   string
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, resp, body := env.connect(fmt.Sprintf("allowed.test:%d", port))
+		done <- result{resp.StatusCode, body}
+	}()
+	<-entered // decided under both, now resolving
+	if n := pol.Set(nil); n != 0 {
+		t.Fatalf("Set closed %d connections, want 0 (none established yet)", n)
+	}
+	close(release)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply to a CONNECT cut while it was dialled")
+	}
+	if r.status != 502 {
+		t.Fatalf("CONNECT decided before Set, dialled after: %d %q, want 502", r.status, r.body)
+	}
+	if rec := env.record(1); rec.Error != cutReason {
+		t.Fatalf("record %+v, want the cut reason", rec)
+	}
+}

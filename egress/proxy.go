@@ -347,6 +347,17 @@ type session struct {
 	cut    bool       // closed by a policy change; guarded by mu
 }
 
+// dropUp closes and forgets the upstream connection; the client's stays
+// open for the reply.
+func (s *session) dropUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.up != nil {
+		s.up.Close()
+		s.up = nil
+	}
+}
+
 // cutBy reports whether a policy change closed the session.
 func (s *session) cutBy() bool {
 	s.mu.Lock()
@@ -621,7 +632,7 @@ func (p *Proxy) dial(s *session, host string, port int) (verdict, net.Conn, erro
 			// saw established; this connection may have been set up
 			// after it looked, so it is checked here.
 			if e := p.pol.Enforcer(); e != v.enf && !p.allows(e, host, a, port) {
-				s.closeAll()
+				s.dropUp()
 				return v, nil, errors.New(cutReason)
 			}
 			return v, up, nil
