@@ -146,6 +146,8 @@ func parseFile(name string, raw []byte) (File, error) {
 		want = "C6" // the seed's durable.json: cross-implementation record vectors
 	case "standing":
 		want = "C20" // the seed's standing.json: cross-implementation standing-grant vectors
+	case "amend":
+		want = "C21" // checkpoints and amendments
 	}
 	if f.Class != want {
 		return f, fmt.Errorf("%s: class %q does not match the file name", name, f.Class)

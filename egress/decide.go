@@ -96,10 +96,11 @@ func special(a netip.Addr) (specialRange, bool) {
 type verdict struct {
 	allow        bool
 	rule, reason string
-	hint         string       // for a denial that a grant entry would lift
-	addrs        []netip.Addr // for an allowance: every vetted address, in order
-	addr         netip.Addr   // the address the verdict is about, when there is one
-	err          error        // allowed, but the name could not be resolved
+	hint         string          // for a denial that a grant entry would lift
+	addrs        []netip.Addr    // for an allowance: every vetted address, in order
+	addr         netip.Addr      // the address the verdict is about, when there is one
+	err          error           // allowed, but the name could not be resolved
+	enf          *grant.Enforcer // the Enforcer that allowed it
 }
 
 // vet decides host:port: the grant decision, then for a name its
@@ -109,7 +110,11 @@ type verdict struct {
 var errResolve = errors.New("resolve")
 
 func (p *Proxy) vet(ctx context.Context, host string, port int) verdict {
-	d := p.cfg.Enforcer.Decide(grant.Query{Kind: grant.KindEgress, Host: host, Proto: "tcp", Port: port})
+	e := p.pol.Enforcer()
+	if e == nil {
+		return verdict{rule: rulePolicy, reason: "the egress policy in force allows no connection (the grants were amended)"}
+	}
+	d := e.Decide(grant.Query{Kind: grant.KindEgress, Host: host, Proto: "tcp", Port: port})
 	if !d.Allow {
 		v := verdict{rule: d.Rule, reason: d.Reason}
 		if d.Rule == "default" {
@@ -120,17 +125,17 @@ func (p *Proxy) vet(ctx context.Context, host string, port int) verdict {
 	if a, err := netip.ParseAddr(host); err == nil {
 		// The Enforcer allowed it, so it is a canonical address granted by
 		// a CIDR rule and outside every deny rule.
-		if v, bad := p.checkSpecial(host, a, port); bad {
+		if v, bad := p.checkSpecial(e, host, a, port); bad {
 			return v
 		}
-		return verdict{allow: true, rule: d.Rule, reason: d.Reason, addrs: []netip.Addr{a}, addr: a}
+		return verdict{allow: true, rule: d.Rule, reason: d.Reason, addrs: []netip.Addr{a}, addr: a, enf: e}
 	}
 	addrs, err := p.cfg.Resolver(ctx, host)
 	if err == nil && len(addrs) == 0 {
 		err = fmt.Errorf("no addresses")
 	}
 	if err != nil {
-		return verdict{allow: true, rule: d.Rule, reason: d.Reason, err: fmt.Errorf("%w %s: %w", errResolve, host, err)}
+		return verdict{allow: true, rule: d.Rule, reason: d.Reason, err: fmt.Errorf("%w %s: %w", errResolve, host, err), enf: e}
 	}
 	vetted := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
@@ -138,14 +143,14 @@ func (p *Proxy) vet(ctx context.Context, host string, port int) verdict {
 		if !a.IsValid() || a.Zone() != "" {
 			return verdict{rule: ruleAddress, reason: fmt.Sprintf("%s resolves to %q, which is not a plain address", host, a), addr: a}
 		}
-		if v, bad := p.checkAddr(host, a, port); bad {
+		if v, bad := p.checkAddr(e, host, a, port); bad {
 			return v
 		}
 		if !containsAddr(vetted, a) {
 			vetted = append(vetted, a)
 		}
 	}
-	return verdict{allow: true, rule: d.Rule, reason: d.Reason, addrs: vetted, addr: vetted[0]}
+	return verdict{allow: true, rule: d.Rule, reason: d.Reason, addrs: vetted, addr: vetted[0], enf: e}
 }
 
 func containsAddr(s []netip.Addr, a netip.Addr) bool {
@@ -159,21 +164,21 @@ func containsAddr(s []netip.Addr, a netip.Addr) bool {
 
 // checkAddr checks an address that the allowed name host resolved to: it
 // must not be in a deny.egress network, nor special unless granted.
-func (p *Proxy) checkAddr(host string, a netip.Addr, port int) (verdict, bool) {
+func (p *Proxy) checkAddr(e *grant.Enforcer, host string, a netip.Addr, port int) (verdict, bool) {
 	if a.IsUnspecified() {
 		return verdict{rule: ruleAddress, reason: fmt.Sprintf("%s resolves to %s, the unspecified address, which is never allowed", host, a), addr: a}, true
 	}
-	d := p.cfg.Enforcer.Decide(grant.Query{Kind: grant.KindEgress, Host: a.String(), Proto: "tcp", Port: port})
+	d := e.Decide(grant.Query{Kind: grant.KindEgress, Host: a.String(), Proto: "tcp", Port: port})
 	if strings.HasPrefix(d.Rule, "deny.") {
 		return verdict{rule: d.Rule, reason: fmt.Sprintf("%s resolves to %s: %s", host, a, d.Reason), addr: a}, true
 	}
-	return p.checkSpecial(host, a, port)
+	return p.checkSpecial(e, host, a, port)
 }
 
 // checkSpecial refuses a special address unless an egress CIDR rule inside
 // its special range grants it on this port. host is the name that led to
 // a, or a itself.
-func (p *Proxy) checkSpecial(host string, a netip.Addr, port int) (verdict, bool) {
+func (p *Proxy) checkSpecial(e *grant.Enforcer, host string, a netip.Addr, port int) (verdict, bool) {
 	r, ok := special(a)
 	if !ok {
 		return verdict{}, false
@@ -181,9 +186,9 @@ func (p *Proxy) checkSpecial(host string, a netip.Addr, port int) (verdict, bool
 	if a.IsUnspecified() {
 		return verdict{rule: ruleAddress, reason: fmt.Sprintf("%s is the unspecified address, which is never allowed", a), addr: a}, true
 	}
-	for _, e := range p.cfg.Enforcer.Set().Egress {
-		c := e.CIDR
-		if c.IsValid() && e.Proto == "tcp" && int(e.PortLo) <= port && port <= int(e.PortHi) &&
+	for _, g := range e.Set().Egress {
+		c := g.CIDR
+		if c.IsValid() && g.Proto == "tcp" && int(g.PortLo) <= port && port <= int(g.PortHi) &&
 			c.Contains(a) && c.Bits() >= r.prefix.Bits() && r.prefix.Contains(c.Addr()) {
 			return verdict{}, false
 		}

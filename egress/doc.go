@@ -47,6 +47,17 @@
 // ignored). A ClientHello offering Encrypted Client Hello is refused: it
 // hides the name being checked.
 //
+// # Replacing the policy
+//
+// A proxy built with Config.Policy decides by that Policy's Enforcer,
+// which can be replaced while the proxy serves (a live run tightened by
+// an amendment, docs/SPEC.md §3.7). Policy.Set takes effect at once:
+// every request decided after it uses the new Enforcer, and every
+// established tunnel or forwarded request whose host, port or address it
+// no longer allows is closed, its Record's Error saying so. A connection
+// dialled under the old Enforcer but registered after Set looked is
+// checked again as it is registered. A nil Enforcer allows nothing.
+//
 // # Limits and records
 //
 // Config bounds concurrent connections (over the limit: 503 and close), the

@@ -108,6 +108,9 @@ func (p *Proxy) forward(s *session, cr *clientReader, br *bufio.Reader, req *htt
 	fail := func(status int, err error) bool {
 		rec.BytesUp, rec.BytesDown = up.up.Load(), up.down.Load()
 		rec.Error = err.Error()
+		if s.cutBy() {
+			rec.Error = cutReason
+		}
 		if status != 0 {
 			rec.Status = status
 			p.replyClose(s, status, fmt.Sprintf("egress: upstream %s failed", net.JoinHostPort(t.host, strconv.Itoa(t.port))))
@@ -163,6 +166,9 @@ func (p *Proxy) forward(s *session, cr *clientReader, br *bufio.Reader, req *htt
 	rec.BytesUp, rec.BytesDown = up.up.Load(), up.down.Load()
 	if err != nil {
 		rec.Error = fmt.Sprintf("copy response: %v", err)
+		if s.cutBy() {
+			rec.Error = cutReason
+		}
 		p.record(*rec)
 		return false
 	}

@@ -25,8 +25,13 @@ var ErrClosed = errors.New("egress proxy closed")
 
 // Config configures a Proxy. Start from DefaultConfig.
 type Config struct {
-	// Enforcer decides every request. Required.
+	// Enforcer decides every request. Required unless Policy is set.
 	Enforcer *grant.Enforcer
+	// Policy, if not nil, decides every request in place of Enforcer
+	// (which is then ignored): its Enforcer can be replaced while the
+	// proxy runs, and a replacement closes the connections it no longer
+	// allows at once.
+	Policy *Policy
 	// Resolver resolves an allowed host name to its addresses. Nil means
 	// net.DefaultResolver.LookupNetIP(ctx, "ip", host).
 	Resolver func(ctx context.Context, host string) ([]netip.Addr, error)
@@ -155,6 +160,7 @@ type Stats struct {
 // Proxy is an egress proxy. Its methods are safe for concurrent use.
 type Proxy struct {
 	cfg Config
+	pol *Policy
 
 	conns, denied, bytesUp, bytesDown atomic.Int64
 	slots, dropped                    atomic.Int64 // slots: record slots taken, at most MaxRecords; changed under recMu
@@ -176,7 +182,7 @@ func New(cfg Config) (*Proxy, error) {
 		bad  bool
 		what string
 	}{
-		{cfg.Enforcer == nil, "Enforcer is nil"},
+		{cfg.Enforcer == nil && cfg.Policy == nil, "Enforcer and Policy are nil"},
 		{cfg.MaxConns <= 0, fmt.Sprintf("MaxConns %d is not positive", cfg.MaxConns)},
 		{cfg.IdleTimeout <= 0, fmt.Sprintf("IdleTimeout %s is not positive", cfg.IdleTimeout)},
 		{cfg.HeaderTimeout <= 0, fmt.Sprintf("HeaderTimeout %s is not positive", cfg.HeaderTimeout)},
@@ -207,7 +213,13 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Dial == nil {
 		cfg.Dial = (&net.Dialer{}).DialContext
 	}
-	return &Proxy{cfg: cfg, sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}, nil
+	pol := cfg.Policy
+	if pol == nil {
+		pol = NewPolicy(cfg.Enforcer)
+	}
+	p := &Proxy{cfg: cfg, pol: pol, sessions: map[*session]struct{}{}, listeners: map[net.Listener]struct{}{}}
+	pol.attach(p)
+	return p, nil
 }
 
 // Stats returns the proxy's counters.
@@ -328,6 +340,7 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+	p.pol.detach(p)
 	return nil
 }
 
@@ -343,8 +356,30 @@ type session struct {
 	linger bool
 
 	mu     sync.Mutex
-	up     net.Conn // guarded by mu
-	closed bool     // guarded by mu
+	up     net.Conn   // guarded by mu
+	closed bool       // guarded by mu
+	host   string     // what up was allowed for; guarded by mu
+	port   int        // guarded by mu
+	addr   netip.Addr // guarded by mu
+	cut    bool       // closed by a policy change; guarded by mu
+}
+
+// dropUp closes and forgets the upstream connection; the client's stays
+// open for the reply.
+func (s *session) dropUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.up != nil {
+		s.up.Close()
+		s.up = nil
+	}
+}
+
+// cutBy reports whether a policy change closed the session.
+func (s *session) cutBy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cut
 }
 
 // closeAll closes the client and upstream connections; it may be called
@@ -364,14 +399,14 @@ func (s *session) closeAll() {
 
 // setUp registers the upstream connection; it reports false, having closed
 // c, when the session is already closed.
-func (s *session) setUp(c net.Conn) bool {
+func (s *session) setUp(c net.Conn, host string, port int, addr netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		c.Close()
 		return false
 	}
-	s.up = c
+	s.up, s.host, s.port, s.addr = c, host, port, addr
 	return true
 }
 
@@ -607,8 +642,15 @@ func (p *Proxy) dial(s *session, host string, port int) (verdict, net.Conn, erro
 		up, err := p.cfg.Dial(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
 		if err == nil {
 			v.addr = a
-			if !s.setUp(up) {
+			if !s.setUp(up, host, port, a) {
 				return v, nil, errors.New("connection closed")
+			}
+			// A policy replaced since vet decided: Set closes what it
+			// saw established; this connection may have been set up
+			// after it looked, so it is checked here.
+			if e := p.pol.Enforcer(); e != v.enf && !p.allows(e, host, a, port) {
+				s.dropUp()
+				return v, nil, errors.New(cutReason)
 			}
 			return v, up, nil
 		}

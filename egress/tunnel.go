@@ -252,7 +252,9 @@ func (p *Proxy) connect(s *session, br *bufio.Reader, req *http.Request, rec *Re
 		<-done
 		a.stop()
 		rec.BytesUp, rec.BytesDown = up2.Load(), down.Load()
-		if a.idled.Load() {
+		if s.cutBy() {
+			rec.Error = cutReason
+		} else if a.idled.Load() {
 			rec.Error = fmt.Sprintf("no bytes either way for %s", p.cfg.IdleTimeout)
 		} else if err := terr.get(); err != nil {
 			rec.Error = err.Error()

@@ -245,6 +245,11 @@ type Command struct {
 	// Image, if not nil, is the command's runtime in place of the
 	// host's: see sandbox.Spec.Image.
 	Image *sandbox.ImageRuntime
+	// EgressPolicy, if not nil, decides the command's egress in place of
+	// an Enforcer of its grant set; the caller builds it from that grant
+	// set and may tighten it while the command runs (an amendment, docs/SPEC.md
+	// §3.7): connections it stops allowing close at once.
+	EgressPolicy *egress.Policy
 }
 
 // Outcome is what one Exec did.
@@ -368,6 +373,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 	)
 	if len(gs.Egress) > 0 {
 		cfg := egress.DefaultConfig(grant.New(gs))
+		cfg.Policy = c.EgressPolicy
 		if s.cfg.MaxEgress > 0 {
 			cfg.MaxRecords = s.cfg.MaxEgress
 		}

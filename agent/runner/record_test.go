@@ -134,11 +134,15 @@ func editResultMembers(t *testing.T, ws string, edit func(map[string]json.RawMes
 func editEntry(t *testing.T, ws string) {
 	lines := journalLines(t, ws)
 	const from, to = `"task":"1"`, `"task":"9"`
-	if !bytes.Contains(lines[1], []byte(from)) {
-		t.Fatalf("entry 1 %s has no %s", lines[1], from)
+	i := 1 // the first entry after run.start (and run.principals) that names the task
+	for i < len(lines)-1 && !bytes.Contains(lines[i], []byte(from)) {
+		i++
 	}
-	lines[1] = bytes.Replace(lines[1], []byte(from), []byte(to), 1)
-	if err := canon.CheckJCS(bytes.TrimSuffix(lines[1], []byte("\n"))); err != nil {
+	if !bytes.Contains(lines[i], []byte(from)) {
+		t.Fatalf("no middle entry has %s", from)
+	}
+	lines[i] = bytes.Replace(lines[i], []byte(from), []byte(to), 1)
+	if err := canon.CheckJCS(bytes.TrimSuffix(lines[i], []byte("\n"))); err != nil {
 		t.Fatalf("the edited entry is not JCS: %v", err)
 	}
 	writeLines(t, ws, lines)
@@ -257,8 +261,8 @@ func TestVerifyCatchesTampering(t *testing.T) {
 		{
 			name:     "journal entry edited",
 			tamper:   func(t *testing.T, ws string, _ *sign.PrivateKey) { editEntry(t, ws) },
-			signed:   map[string]string{"journal": "entry 2: prev", "attestation": "journal does not replay"},
-			unsigned: map[string]string{"journal": "entry 1 was edited"},
+			signed:   map[string]string{"journal": "entry 3: prev", "attestation": "journal does not replay"},
+			unsigned: map[string]string{"journal": "entry 2 was edited"},
 		},
 		{
 			name:     "middle entry deleted",

@@ -38,6 +38,14 @@
 // sandbox, an applied run tool call is refused with the reason, never run
 // unsandboxed.
 //
+// A run has its own agent key, generated at its start, and an issuer
+// (Config.Issuer, or Key's public key). At every turn boundary the
+// runner journals a checkpoint the agent key signs, and applies the
+// issuer's amendments waiting in WORKSPACE/.cordon/amend/RUN/ (also while
+// a command runs): an amendment only tightens the grant set and budgets,
+// and from the next action on the runner acts under the new ones; egress
+// it removes is cut at once (amend.go, docs/SPEC.md §3.7).
+//
 // Everything is journalled in WORKSPACE/.cordon/journal.jsonl (package
 // evidence/journal), which is verified before the run appends, and, when
 // a previous result exists, checked to still hold the head that result
@@ -147,6 +155,10 @@ type Config struct {
 	// writes is caught). A pool that fails loud ends the run's record
 	// rather than let text through unmasked, and refuses commands.
 	Redact *redact.Pool
+	// Issuer is the key of the run's issuer, who alone may amend the run
+	// (docs/SPEC.md §3.7); nil means Key's public key, and with neither
+	// the run has no issuer and refuses every amendment.
+	Issuer *sign.PublicKey
 }
 
 // Outcome is what Run reports; Body is the result body committed in
@@ -203,6 +215,7 @@ type run struct {
 	outputs   map[string]string // every output a write or a command produced, by path
 	// egressTask is the task whose command is running, for the egress log
 	egressTask string
+	auth       authority // the principals and the authority in force (amend.go)
 }
 
 func start(ctx context.Context, cfg Config) (*run, error) {
@@ -519,6 +532,10 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 	if _, err := r.record(start); err != nil {
 		return nil, err
 	}
+	if err := r.startAuthority(); err != nil {
+		return nil, err
+	}
+	defer r.endAuthority()
 	mode := "dry run (writes and commands are planned, not applied)"
 	if r.cfg.Apply {
 		mode = "apply"

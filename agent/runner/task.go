@@ -54,6 +54,10 @@ func (t *task) exhausted(now time.Time) (name string, used, limit int64, owner *
 		b := owner.m.Budgets
 		return "wall_ms", now.Sub(owner.deadline.Add(-time.Duration(b.WallMS) * time.Millisecond)).Milliseconds(), b.WallMS, owner
 	}
+	root := t.root()
+	if name, used, limit := t.run.amendedBudget(root, now); name != "" {
+		return name, used, limit, root
+	}
 	for a := t; a != nil; a = a.parent {
 		b := a.m.Budgets
 		switch {
@@ -70,8 +74,25 @@ func (t *task) exhausted(now time.Time) (name string, used, limit int64, owner *
 	return "", 0, 0, nil
 }
 
+// root is the run's root task.
+func (t *task) root() *task {
+	for t.parent != nil {
+		t = t.parent
+	}
+	return t
+}
+
 // over names the first token budget a charge has gone over.
 func (t *task) over() (name string, used, limit int64, owner *task) {
+	root := t.root()
+	for _, c := range []struct {
+		name string
+		used int64
+	}{{"max_input_tokens", root.used.inTokens}, {"max_output_tokens", root.used.outTokens}} {
+		if left := t.run.budgetLeft(c.name, c.used); left < 0 {
+			return c.name, c.used, c.used - left, root
+		}
+	}
 	for a := t; a != nil; a = a.parent {
 		b := a.m.Budgets
 		switch {
@@ -173,6 +194,9 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			}
 			return StatusCancelled, nil
 		}
+		if err := r.boundary(t); err != nil {
+			return "", err
+		}
 		if name, used, limit, owner := t.exhausted(time.Now()); name != "" {
 			if err := r.budgetEvent(t, owner, name, used, limit, "exhausted before the next model call"); err != nil {
 				return "", err
@@ -186,6 +210,11 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			Tools:       tools(),
 			MaxTokens:   int(min(provider.DefaultMaxTokens, t.left(func(b manifest.Budgets, u usage) int64 { return b.MaxOutputTokens - u.outTokens }))),
 			MaxAttempts: int(min(1<<20, t.left(func(b manifest.Budgets, u usage) int64 { return b.MaxModelCalls - u.calls }))),
+		}
+		{
+			root := t.root()
+			req.MaxTokens = int(min(int64(req.MaxTokens), r.budgetLeft("max_output_tokens", root.used.outTokens)))
+			req.MaxAttempts = int(min(int64(req.MaxAttempts), r.budgetLeft("max_model_calls", root.used.calls)))
 		}
 		t.charge(func(u *usage) { u.turns++ })
 		turn := t.used.turns

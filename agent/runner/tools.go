@@ -16,9 +16,11 @@ import (
 	"github.com/cordon-dev/cordon/agent/mailbox"
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/egress"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/tier"
@@ -310,6 +312,9 @@ func (r *run) toolRun(ctx context.Context, t *task, id string, in json.RawMessag
 	if err != nil {
 		return "", err
 	}
+	if err := r.commandAllowed(t, argv[0]); err != nil {
+		return "", err
+	}
 	note := ""
 	if a.Argv[0] != argv[0] {
 		note = fmt.Sprintf("(the path in %q was discarded; %s is resolved inside the sandbox)\n", a.Argv[0], argv[0])
@@ -334,7 +339,10 @@ func (r *run) toolRun(ctx context.Context, t *task, id string, in json.RawMessag
 // command exited 0. The session journals the exec decision, every egress
 // decision and the command's outcome.
 func (r *run) execute(ctx context.Context, t *task, id string, argv []string, kind string, rr *reportRun) (string, bool, error) {
-	gs := t.m.Grants
+	gs, err := r.grantsFor(t)
+	if err != nil {
+		return "", false, err
+	}
 	if selection.Required(gs) == tier.S3 && r.cfg.Tenant == "" {
 		return "", false, refusef("the manifest's grant set is multi-tenant (S3): the operator must name the tenant (cordon run --tenant)")
 	}
@@ -343,6 +351,9 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 		return "", false, refusef("the manifest's grant set: %v", err)
 	}
 	left := time.Until(t.deadline)
+	if wall := r.budgetLeft("wall_ms", time.Since(r.start).Milliseconds()); wall < left.Milliseconds() {
+		left = time.Duration(wall) * time.Millisecond // an amendment lowered the run's wall clock
+	}
 	if left <= 0 {
 		return "", false, refusef("the wall-clock budget is spent")
 	}
@@ -381,7 +392,14 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 		Grants: gs, Capture: maxCapture, Task: t.id, ID: id, Kind: kind, Env: env, Image: r.cfg.Image, Redact: r.cfg.Redact,
 	}
 	rr.apply(&cmd)
+	// The command's egress policy: an amendment applied while it runs
+	// replaces it, and connections it no longer allows close at once.
+	cmd.EgressPolicy = egress.NewPolicy(grant.New(gs))
+	stop := r.watch(t, cmd.EgressPolicy)
 	out, err := r.sess.Exec(ctx, cmd)
+	if werr := stop(); werr != nil {
+		return "", false, werr
+	}
 	if err != nil {
 		var ee *sandbox.ExitError
 		switch {

@@ -44,6 +44,7 @@ func verbs() []verb {
 		{"exec", "[flags] -- PROGRAM [ARG…]", "run a command in the sandbox, with a receipt", runExec},
 		{"run", "[flags] MANIFEST.json", "run an agent: a model through granted tools, recorded", runRun},
 		{"mail", "[--reply TEXT|-] WORKSPACE", "read an agent's messages, or reply to it", runMail},
+		{"amend", "--key ISSUER.pem --grants NEW.json [--budget NAME=N] WORKSPACE", "tighten a live run's grants or budgets, as its issuer", runAmend},
 		{"keygen", "--out FILE", "make an Ed25519 steward key", runKeygen},
 		{"pubkey", "KEY.pem", "print a key's public key and key id", runPubkey},
 		{"verify", "receipt|attestation|journal|record|audit FILE…|run WS", "verify evidence offline", runVerify},

@@ -44,6 +44,7 @@ func runRun(e *env, args []string) error {
 	envFile := fs.String("env", "", "run every command in this environment manifest (its address must be the manifest's env member, when it has one); needs --image")
 	envPub := fs.String("env-pubkey", "", "the public key (PEM) a signed --env manifest must verify under")
 	imageRef := fs.String("image", "", "run every command on this OCI image's runtime (an OCI layout DIR or DIR@sha256:…, or a docker save tarball)")
+	issuerFile := fs.String("issuer", "", "the public key (PEM) of the run's issuer, who alone may amend it with 'cordon amend' (default: --key's)")
 	recordFile := fs.String("record", "", "write every model response to this new file in the replay format (docs/SPEC.md §6.7), to replay the session later")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -89,6 +90,14 @@ func runRun(e *env, args []string) error {
 	key, err := auditKey(*keyFile)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
+	}
+	var issuer *sign.PublicKey
+	if *issuerFile != "" {
+		pub, err := loadPublic(e, *issuerFile)
+		if err != nil {
+			return fmt.Errorf("run: --issuer: %w", err)
+		}
+		issuer = &pub
 	}
 	state := ""
 	if *apply {
@@ -143,7 +152,7 @@ func runRun(e *env, args []string) error {
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: *apply, Key: key, SandboxState: state, Tenant: *tenant,
 		Memory: memory.Options{NoGit: *noGit}, Log: prefixWriter{w: e.stderr, prefix: "cordon: "}, Version: version,
-		Env: vars, Image: img, EnvID: envID,
+		Env: vars, Image: img, EnvID: envID, Issuer: issuer,
 	})
 	if errors.Is(err, journal.ErrTorn) {
 		return withHint(fmt.Errorf("run: %w", err), fmt.Sprintf("a crash left a partial last entry; 'cordon journal repair %s' removes it",

@@ -259,6 +259,58 @@ type Mint struct {
 
 func (Mint) Name() string { return "mint" }
 
+// RunPrincipals names a run's principals (docs/SPEC.md §3.7): its id,
+// the agent's key (generated for the run; it signs the run's
+// checkpoints) and the issuer's key id (who may amend the run; absent
+// when the run has none, and then every amendment is refused).
+type RunPrincipals struct {
+	Run      string `json:"run"`
+	Agent    string `json:"agent"`
+	AgentKey string `json:"agent_key"` // the agent's Ed25519 public key, base64url without padding
+	Issuer   string `json:"issuer,omitempty"`
+}
+
+func (RunPrincipals) Name() string { return "run.principals" }
+
+// Checkpoint is the agent's signed checkpoint at a turn boundary: the
+// checkpoint document itself and the agent's Ed25519 signature over it
+// in the checkpoint context (base64url without padding).
+type Checkpoint struct {
+	Task       string          `json:"task"`
+	Checkpoint json.RawMessage `json:"checkpoint"`
+	Sig        string          `json:"sig"`
+}
+
+func (Checkpoint) Name() string { return "checkpoint" }
+
+// Amend records an accepted amendment: its file's sequence number, the
+// ContentId of its payload, its issuer, and the authority and grant set
+// before and after it (they differ).
+type Amend struct {
+	Seq          int64            `json:"seq"`
+	Amendment    string           `json:"amendment"`
+	Issuer       string           `json:"issuer"`
+	Before       string           `json:"before"`
+	After        string           `json:"after"`
+	GrantsBefore string           `json:"grants_before"`
+	GrantsAfter  string           `json:"grants_after"`
+	Budgets      map[string]int64 `json:"budgets,omitempty"`
+}
+
+func (Amend) Name() string { return "amend" }
+
+// AmendRefused records an amendment file that was refused, and why; the
+// run goes on under the authority in force. File is the ContentId of the
+// file's bytes.
+type AmendRefused struct {
+	Seq    int64    `json:"seq"`
+	File   string   `json:"file"`
+	Reason string   `json:"reason"`
+	Quoted []string `json:"quoted,omitempty"` // "reason" when written as Text quotes it
+}
+
+func (AmendRefused) Name() string { return "amend.refused" }
+
 // RunUnfinished marks entries of an earlier run that never ended.
 type RunUnfinished struct {
 	From    int64 `json:"from"`
@@ -523,5 +575,6 @@ func All() []Body {
 	return []Body{Decision{}, Command{}, CommandUnfinished{}, Outputs{}, Egress{}, Meter{}, Mount{}, RunUnfinished{}, Memory{},
 		RunStart{}, RunEnd{}, TaskStart{}, TaskEnd{}, TaskCancelled{}, TaskInterrupted{}, TaskStopped{},
 		TaskFinish{}, ModelRequest{}, ModelResponse{}, ModelError{}, Budget{}, ToolCall{}, ToolRefused{},
-		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}, Mint{}}
+		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}, Mint{},
+		RunPrincipals{}, Checkpoint{}, Amend{}, AmendRefused{}}
 }

@@ -14,6 +14,7 @@ var pure = []string{
 	"github.com/cordon-dev/cordon/conformance",
 	"github.com/cordon-dev/cordon/environment",
 	"github.com/cordon-dev/cordon/grant",
+	"github.com/cordon-dev/cordon/grant/amend",
 	"github.com/cordon-dev/cordon/grant/standing",
 	"github.com/cordon-dev/cordon/tier",
 	"github.com/cordon-dev/cordon/tier/selection",
