@@ -7,6 +7,7 @@ package runner
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,6 +126,50 @@ func editResultMembers(t *testing.T, ws string, edit func(map[string]json.RawMes
 		t.Fatal(err)
 	}
 	writeState(t, ws, ResultFile, c)
+}
+
+// forgeCheckpoint replaces the signature of the run's first checkpoint
+// with one by another key over the same checkpoint, then rebuilds the
+// journal's chain and the result's commitment to its head: the chain
+// verifies, and only the checkpoint's signature betrays the edit.
+func forgeCheckpoint(t *testing.T, ws string) {
+	t.Helper()
+	es, _, err := journal.Scan(bytes.NewReader(readState(t, ws, JournalFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(statePath(ws, JournalFile))
+	w, err := journal.Open(statePath(ws, JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := false
+	for _, e := range es {
+		body := e.Body()
+		if e.Type == "checkpoint" && !forged {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(body.AppendJCS(nil), &m); err != nil {
+				t.Fatal(err)
+			}
+			other := newKey(t)
+			sig := other.Sign("cordon checkpoint", []byte(m["checkpoint"]))
+			m["sig"], _ = json.Marshal(base64.RawURLEncoding.EncodeToString(sig))
+			b, _ := json.Marshal(m)
+			if body, err = canon.Parse(b); err != nil {
+				t.Fatal(err)
+			}
+			forged = true
+		}
+		if _, err := w.Append(e.Type, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := w.Head()
+	w.Close()
+	if !forged {
+		t.Fatal("the run has no checkpoint to forge")
+	}
+	editResult(t, ws, func(r *Result) { r.Commitments.Journal.Head = h.ID.String() })
 }
 
 // Tampering of the journal.
@@ -263,6 +308,16 @@ func TestVerifyCatchesTampering(t *testing.T) {
 			tamper:   func(t *testing.T, ws string, _ *sign.PrivateKey) { editEntry(t, ws) },
 			signed:   map[string]string{"journal": "entry 3: prev", "attestation": "journal does not replay"},
 			unsigned: map[string]string{"journal": "entry 2 was edited"},
+		},
+		{
+			// The chain and the result's commitment rebuilt around a
+			// checkpoint signed by another key: only the checkpoint's own
+			// signature shows it (a signed run's signature and attestation
+			// show it too).
+			name:     "checkpoint forged, journal re-chained",
+			tamper:   func(t *testing.T, ws string, _ *sign.PrivateKey) { forgeCheckpoint(t, ws) },
+			signed:   map[string]string{"journal": "checkpoint", "signature": "signs other commitments", "receipt": "journal root", "attestation": "journal"},
+			unsigned: map[string]string{"journal": "checkpoint"},
 		},
 		{
 			name:     "middle entry deleted",

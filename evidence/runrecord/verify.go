@@ -14,6 +14,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/grant/amend"
 	"github.com/cordon-dev/cordon/internal/nofollow"
 	"github.com/cordon-dev/cordon/internal/printable"
 )
@@ -124,8 +125,17 @@ func Verify(workspace string, pub *sign.PublicKey) *Report {
 	if err == nil {
 		err = checkSince(entries, c)
 	}
-	rep.add("journal", err, fmt.Sprintf("%d entries, head %s; this run's are %d to %d, from run.start of this manifest to run.end of this body",
-		c.Journal.Count, c.Journal.Head, c.Since, c.Journal.Count-1))
+	checkpoints := 0
+	if err == nil {
+		// Each checkpoint of this run verifies under the agent key its
+		// run.principals entry names, at the position it records
+		// (docs/SPEC.md §3.7).
+		if checkpoints, err = amend.VerifyJournal(entries[c.Since:]); err != nil {
+			err = fmt.Errorf("checkpoints: %w", err)
+		}
+	}
+	rep.add("journal", err, fmt.Sprintf("%d entries, head %s; this run's are %d to %d, from run.start of this manifest to run.end of this body; %d checkpoints signed by the run's agent key",
+		c.Journal.Count, c.Journal.Head, c.Since, c.Journal.Count-1, checkpoints))
 
 	if res.Signature == nil {
 		// An unsigned run removes these; beside an unsigned result they
