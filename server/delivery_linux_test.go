@@ -21,6 +21,7 @@ import (
 // which the sandbox never sees; the journal names the injection by
 // reference, never the value.
 func TestSecretDelivery(t *testing.T) {
+	requireRoot(t, "its commands run under the project's memory and CPU limits, which a rootless run enforces only in a delegated cgroup v2 subtree")
 	const envVal, injVal = "env-value-7c21", "inj-value-5e90"
 	var mu sync.Mutex
 	var seen []string

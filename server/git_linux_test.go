@@ -124,6 +124,7 @@ func gitProject(grants, script, repository string) string {
 // holds it). A remote elsewhere is refused: at the project write, and
 // inside the sandbox by the egress proxy.
 func TestSandboxedGit(t *testing.T) {
+	requireRoot(t, "its commands run under the project's memory and CPU limits, which a rootless run enforces only in a delegated cgroup v2 subtree")
 	const token = "gittok-0123456789abcdef"
 	g := newGitServer(t, token)
 	other := newGitServer(t, "")

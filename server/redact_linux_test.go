@@ -17,6 +17,7 @@ import (
 // operator's secret in two writes 300 ms apart; what the runner keeps
 // (and journals by its ContentId) is the masked text, not the secret.
 func TestRedactRealSandboxStream(t *testing.T) {
+	requireRoot(t, "its commands run under the project's memory and CPU limits, which a rootless run enforces only in a delegated cgroup v2 subtree")
 	e := newEnv(t, envOpts{real: true, secrets: []string{opSecret}, configured: 1})
 	half := len(opSecret) / 2
 	script := "printf '%s' '" + opSecret[:half] + "'\nsleep 0.3\nprintf '%s' '" + opSecret[half:] + " tail'\n"
