@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,8 +112,15 @@ func initMain() int {
 	if err := enc.Encode(initMessage{Ready: true}); err != nil {
 		return ExitRefused
 	}
-	var b [1]byte
-	if n, _ := control.Read(b[:]); n != 1 || b[0] != 'g' {
+	ctl := bufio.NewReaderSize(control, 1<<20)
+	if cfg.Deferred {
+		if e := readLaunch(ctl, &cfg); e != nil {
+			if e.err == nil {
+				return ExitRefused // the parent gave up
+			}
+			return fail(e)
+		}
+	} else if b, err := ctl.ReadByte(); err != nil || b != 'g' {
 		return ExitRefused // the parent gave up
 	}
 	phase.Add("go")
@@ -147,8 +155,36 @@ func initMain() int {
 		return ExitRefused
 	}
 	// Hold /work until the parent has copied the outputs out.
-	_, _ = io.Copy(io.Discard, control)
+	_, _ = io.Copy(io.Discard, ctl)
 	return 0
+}
+
+// readLaunch reads a prepared sandbox's launchConfig from fd 4 into cfg
+// and binds its executables executable. An initErr with no error means
+// the parent gave up (EOF).
+func readLaunch(ctl *bufio.Reader, cfg *initConfig) *initErr {
+	line, err := ctl.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return setupErr("sandbox init: the launch configuration exceeds 1 MiB")
+		}
+		return &initErr{code: ExitRefused}
+	}
+	var l launchConfig
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return setupErr("sandbox init: reading the launch configuration: %v", err)
+	}
+	if len(l.Argv) == 0 || l.Path == "" || len(l.ExecFiles) == 0 {
+		return setupErr("sandbox init: the launch configuration names no program")
+	}
+	cfg.Argv, cfg.Path, cfg.Env, cfg.ExecFiles = l.Argv, l.Path, l.Env, l.ExecFiles
+	if err := execFilesExecutable(cfg, ""); err != nil { // mount_linux.go: the root is entered
+		return setupErr("sandbox init: closing the runtime's program directories: %v", err)
+	}
+	phase.Add("launch configured")
+	return nil
 }
 
 // startProgram applies the last restrictions to this thread and starts
