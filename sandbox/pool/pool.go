@@ -328,10 +328,10 @@ func (p *Pool) Claim(key Key) (*Claim, error) {
 	for len(p.ready) > 0 {
 		s := p.ready[0]
 		p.ready = p.ready[1:]
-		p.wake()
 		now := p.now()
 		if err := s.p.Check(); err != nil {
 			p.evictLocked(s, now) // a broken slot is never handed out
+			p.wake()
 			continue
 		}
 		if err := p.accrueLocked(s, now); err != nil {
@@ -362,15 +362,28 @@ func (c *Claim) Start(ctx context.Context, l *sandbox.Launch) error {
 		return fmt.Errorf("%w: slot %s already ran its program (one slot, one run)", ErrGone, c.Slot)
 	}
 	c.started = true
+	// The pool prepares the slot's successor when this run ends, or
+	// refillDelay after it started, whichever is first: preparing a slot
+	// costs a cold start's CPU, which would otherwise compete with the
+	// start the claim pays for.
+	time.AfterFunc(refillDelay, c.pool.wake)
 	return c.p.Start(ctx, l)
 }
 
+// refillDelay is how long after a claimed slot's start its successor is
+// prepared, if its run has not ended before.
+const refillDelay = 20 * time.Millisecond
+
 // Wait waits for the run (sandbox.Prepared.Wait).
-func (c *Claim) Wait() (*sandbox.Result, error) { return c.p.Wait() }
+func (c *Claim) Wait() (*sandbox.Result, error) {
+	defer c.pool.wake()
+	return c.p.Wait()
+}
 
 // Destroy destroys the claimed slot's sandbox; call it whatever happens.
 func (c *Claim) Destroy() error {
 	err := c.p.Destroy()
+	c.pool.wake() // a claim that never started
 	c.pool.mu.Lock()
 	delete(c.pool.live, c.s)
 	c.pool.mu.Unlock()
