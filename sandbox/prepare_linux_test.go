@@ -51,7 +51,7 @@ func TestPreparedRunsLikeCold(t *testing.T) {
 	var out, errOut bytes.Buffer
 	var decided []grant.Decision
 	err = p.Start(ctx, &Launch{
-		Argv: []string{"sh", "-c", "cat in.txt; echo err >&2; read x; echo got $x; cp in.txt out.txt; exit 3"},
+		Argv:      []string{"sh", "-c", "cat in.txt; echo err >&2; read x; echo got $x; cp in.txt out.txt; exit 3"},
 		Workspace: ws, Inputs: []string{"in.txt"}, Outputs: []string{"out.txt"},
 		Stdin: strings.NewReader("stdin-line\n"), Stdout: &out, Stderr: &errOut,
 		Decided: func(d grant.Decision) error { decided = append(decided, d); return nil },
