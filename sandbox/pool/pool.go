@@ -18,15 +18,18 @@ import (
 )
 
 // PolicyID is the policy part of a slot's key: the ContentId of the JSON
-// of the grant set's ContentId, the tier, the tenant and the limits.
-// Two specs with the same PolicyID are decided and bounded alike.
+// of the grant set's ContentId, the tier, the tenant and the limits but
+// the wall clock (a launch may shorten it; none may lengthen it). Two
+// specs with the same PolicyID are decided and bounded alike.
 func PolicyID(s *sandbox.Spec) string {
+	l := s.Limits
+	l.Wall = 0
 	doc := struct {
 		Grants string         `json:"grants"`
 		Tier   string         `json:"tier"`
 		Tenant string         `json:"tenant"`
 		Limits sandbox.Limits `json:"limits"`
-	}{s.Grants.ID().String(), s.Tier.String(), s.Tenant, s.Limits}
+	}{s.Grants.ID().String(), s.Tier.String(), s.Tenant, l}
 	b, err := json.Marshal(doc)
 	if err != nil {
 		panic(err) // strings and integers
