@@ -61,16 +61,16 @@ type poolLaunch struct {
 
 // poolReply is one server line.
 type poolReply struct {
-	Claimed  *poolCharge      `json:"claimed,omitempty"`
-	Decision *grant.Decision  `json:"decision,omitempty"`
-	Mounts   []sandbox.Mount  `json:"mounts,omitempty"`
-	Result   *poolResult      `json:"result,omitempty"`
-	Status   *pool.Status     `json:"status,omitempty"`
-	Stopped  *pool.Totals     `json:"stopped,omitempty"`
-	Error    string           `json:"error,omitempty"`
-	Code     int              `json:"code,omitempty"` // with Error: the sandbox's exit code, when it has one
-	Mismatch bool             `json:"mismatch,omitempty"`
-	Empty    bool             `json:"empty,omitempty"`
+	Claimed  *poolCharge     `json:"claimed,omitempty"`
+	Decision *grant.Decision `json:"decision,omitempty"`
+	Mounts   []sandbox.Mount `json:"mounts,omitempty"`
+	Result   *poolResult     `json:"result,omitempty"`
+	Status   *pool.Status    `json:"status,omitempty"`
+	Stopped  *pool.Totals    `json:"stopped,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Code     int             `json:"code,omitempty"` // with Error: the sandbox's exit code, when it has one
+	Mismatch bool            `json:"mismatch,omitempty"`
+	Empty    bool            `json:"empty,omitempty"`
 }
 
 type poolCharge struct {

@@ -176,7 +176,10 @@ func TestPoolPeerCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(py, "-c", `import socket,sys
-s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'{"op":"status"}\n'); print(s.recv(4096).decode())`, sock)
+s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+try: s.sendall(b'{"op":"status"}\n')
+except OSError: pass
+print(s.recv(4096).decode())`, sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
