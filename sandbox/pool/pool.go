@@ -1,3 +1,19 @@
+// Package pool keeps warm sandboxes: slots prepared ahead of their runs
+// (sandbox.Prepare) and claimed by runs whose environment and policy
+// match (docs/sandbox.md, "Warm pools"; SPEC §11; conformance class C9).
+//
+// A slot is keyed by the environment address its runtime has and by the
+// policy it was prepared under: the ContentId of the grant set, the tier,
+// the tenant and the limits. A claim whose key differs in either is
+// refused; a slot runs one program and is never reused; a slot is checked
+// (init alive, cgroup intact) before it is handed out, and discarded if
+// the check fails.
+//
+// Every slot accrues idle energy while it is parked. A claim attributes
+// the slot's idle energy to the run; an evicted slot records its idle
+// energy as overhead. The Ledger keeps the books: its total idle energy
+// is always claimed + overhead + pending (what parked slots hold), and
+// no slot leaves it with zero idle energy.
 package pool
 
 import (
@@ -15,6 +31,22 @@ import (
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/sandbox/pool/books"
+)
+
+// The books' types and errors (package books), as the pool uses them.
+type (
+	Key    = books.Key
+	Totals = books.Totals
+	Ledger = books.Ledger
+)
+
+var (
+	ErrMismatch = books.ErrMismatch
+	ErrGone     = books.ErrGone
+	ErrZeroIdle = books.ErrZeroIdle
+	ErrEmpty    = books.ErrEmpty
+	ErrClosed   = books.ErrClosed
 )
 
 // PolicyID is the policy part of a slot's key: the ContentId of the JSON
@@ -155,7 +187,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	cfg.Spec = &spec
 	ctx, cancel := context.WithCancel(ctx)
 	p := &Pool{cfg: cfg, key: KeyFor(&spec, cfg.Env), ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1),
-		done: make(chan struct{}), ledger: NewLedger(), live: map[*slot]bool{}, now: time.Now}
+		done: make(chan struct{}), ledger: books.NewLedger(), live: map[*slot]bool{}, now: time.Now}
 	go p.fill()
 	return p, nil
 }

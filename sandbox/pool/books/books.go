@@ -1,20 +1,11 @@
-// Package pool keeps warm sandboxes: slots prepared ahead of their runs
-// (sandbox.Prepare) and claimed by runs whose environment and policy
-// match (docs/sandbox.md, "Warm pools"; SPEC §4.9; conformance class C9).
-//
-// A slot is keyed by the environment address its runtime has and by the
-// policy it was prepared under: the ContentId of the grant set, the tier,
-// the tenant and the limits. A claim whose key differs in either is
-// refused; a slot runs one program and is never reused; a slot is checked
-// (init alive, cgroup intact) before it is handed out, and discarded if
-// the check fails.
-//
-// Every slot accrues idle energy while it is parked. A claim attributes
-// the slot's idle energy to the run; an evicted slot records its idle
-// energy as overhead. The Ledger keeps the books: its total idle energy
-// is always claimed + overhead + pending (what parked slots hold), and
-// no slot leaves it with zero idle energy.
-package pool
+// Package books keeps a warm pool's idle-energy books (docs/SPEC.md §4.9,
+// conformance class C9): which slots are parked for which key, the idle
+// energy each accrued, and where it went when the slot left: to the run
+// that claimed it, or to the pool's overhead when it was evicted. The
+// total is always claimed + overhead + pending, and no slot leaves with
+// zero. It is pure, so that a verifier can replay the books without the
+// sandbox; package sandbox/pool keeps them for real slots.
+package books
 
 import (
 	"errors"
@@ -38,6 +29,9 @@ var (
 	ErrEmpty = errors.New("pool: no ready slot")
 	// ErrClosed is returned once the pool is stopped.
 	ErrClosed = errors.New("pool: stopped")
+	// ErrInvalid wraps a malformed operation on the books: an empty or
+	// reused slot id, an overflow.
+	ErrInvalid = errors.New("pool: invalid operation on the books")
 )
 
 // Key is what a slot was prepared for and what a claim must match.
@@ -100,10 +94,10 @@ func NewLedger() *Ledger {
 // Park opens the books of slot id, prepared for key.
 func (l *Ledger) Park(id string, key Key) error {
 	if id == "" {
-		return errors.New("pool: a slot needs an id")
+		return fmt.Errorf("%w: a slot needs an id", ErrInvalid)
 	}
 	if l.parked[id] != nil || l.done[id] {
-		return fmt.Errorf("pool: slot %s was parked before: a slot is parked once", id)
+		return fmt.Errorf("%w: slot %s was parked before: a slot is parked once", ErrInvalid, id)
 	}
 	l.parked[id] = &book{key: key}
 	return nil
@@ -116,7 +110,7 @@ func (l *Ledger) Accrue(id string, uj uint64) error {
 		return l.gone(id)
 	}
 	if e.idle+uj < e.idle || l.total+uj < l.total || l.total+uj > canon.MaxInt {
-		return errors.New("pool: idle energy overflows")
+		return fmt.Errorf("%w: idle energy overflows", ErrInvalid)
 	}
 	e.idle += uj
 	l.total += uj
