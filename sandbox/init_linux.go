@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -179,10 +180,20 @@ func readLaunch(ctl *bufio.Reader, cfg *initConfig) *initErr {
 	if len(l.Argv) == 0 || l.Path == "" || len(l.ExecFiles) == 0 {
 		return setupErr("sandbox init: the launch configuration names no program")
 	}
-	cfg.Argv, cfg.Path, cfg.Env, cfg.ExecFiles = l.Argv, l.Path, l.Env, l.ExecFiles
-	if err := execFilesExecutable(cfg, ""); err != nil { // mount_linux.go: the root is entered
+	// The executables bound while the root was built (the grant set's
+	// names, when prepared) stay; the others (the program and its
+	// interpreter) are bound now, the root being entered.
+	var more []string
+	for _, f := range l.ExecFiles {
+		if !slices.Contains(cfg.ExecFiles, f) {
+			more = append(more, f)
+		}
+	}
+	bound := &initConfig{ExecFiles: more, NoExecDirs: cfg.NoExecDirs}
+	if err := execFilesExecutable(bound, ""); err != nil { // mount_linux.go
 		return setupErr("sandbox init: closing the runtime's program directories: %v", err)
 	}
+	cfg.Argv, cfg.Path, cfg.Env, cfg.ExecFiles = l.Argv, l.Path, l.Env, l.ExecFiles
 	phase.Add("launch configured")
 	return nil
 }

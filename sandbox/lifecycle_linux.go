@@ -57,11 +57,12 @@ type Sandbox struct {
 	// in, init's standard streams (the parent's ends), the launch line
 	// Start sends in place of 'g', the claim's context, and the relays
 	// of the streams, done when both outputs are copied.
-	launchFS  *fsPlan
-	launchIO  *launchPipes
-	launchMsg []byte
-	claimCtx  context.Context
-	relayed   chan struct{}
+	launchFS    *fsPlan
+	launchNames *preparedNames
+	launchIO    *launchPipes
+	launchMsg   []byte
+	claimCtx    context.Context
+	relayed     chan struct{}
 
 	state  lifeState
 	waited bool // init has been waited for: the undo must not wait again

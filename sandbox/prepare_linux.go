@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/internal/cleanup"
 	"github.com/cordon-dev/cordon/internal/phase"
 	"github.com/cordon-dev/cordon/sandbox/stage"
@@ -72,6 +74,14 @@ func (sb *Sandbox) prepareDeferred(fsp *fsPlan) (*initConfig, error) {
 		return nil, err
 	}
 	sb.launchFS = fsp
+	// The names the grant set allows are resolved now, when their
+	// decisions cannot depend on bytes: Start then resolves and hashes
+	// only the program.
+	names, err := planNames(grant.New(s.Grants), fsp)
+	if err != nil {
+		return nil, err
+	}
+	sb.launchNames = names
 	abi, err := landlockABI()
 	if err != nil {
 		return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: %v", ErrUnavailable, err)}
@@ -90,6 +100,18 @@ func (sb *Sandbox) prepareDeferred(fsp *fsPlan) (*initConfig, error) {
 	}
 	sb.imageConfig(cfg)
 	cfg.Binds, cfg.ScratchExec, cfg.Masks = fsp.binds, fsp.scratchExec, fsp.masks
+	if names != nil {
+		// The names' executables are bound executable while the root is
+		// built: every one of them is in the set Start sends (the program
+		// and its interpreter are added to it), so none is executable
+		// that a cold run of any program would not make executable.
+		pre, err := removeDenied(s.Grants, nil, slices.Clone(names.files))
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(pre)
+		cfg.ExecFiles = slices.Compact(pre)
+	}
 	sb.res.LandlockABI = abi
 	return cfg, nil
 }
@@ -123,7 +145,7 @@ func (p *Prepared) Check() error {
 		return errors.New("sandbox: the prepared sandbox's init is dead")
 	}
 	if sb.cg != nil {
-		if _, err := sb.cg.Stats(); err != nil {
+		if err := sb.cg.Exists(); err != nil {
 			return fmt.Errorf("sandbox: the prepared sandbox's cgroup: %w", err)
 		}
 	}
@@ -176,7 +198,7 @@ func (p *Prepared) Start(ctx context.Context, l *Launch) error {
 	s.Stdin, s.Stdout, s.Stderr = l.Stdin, l.Stdout, l.Stderr
 	sb.res.Start = time.Now()
 	phase.Add("prepared: start")
-	plan, env, err := decideIn(s, sb.launchFS, false)
+	plan, env, err := decideIn(s, sb.launchFS, false, sb.launchNames)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,5 +165,46 @@ func TestPreparedRefusals(t *testing.T) {
 	}
 	if err := d.Start(ctx, &Launch{Argv: []string{"true"}}); err == nil {
 		t.Fatal("Start of a prepared sandbox whose init was killed")
+	}
+}
+
+// TestPreparedNamesPlanLikeCold: the executables a prepared sandbox
+// allows (the names resolved when it was prepared, the program at Start)
+// are exactly those a cold run of the same program allows; with a rule
+// that pins a hash nothing is prepared and every name is decided at
+// Start, as cold.
+func TestPreparedNamesPlanLikeCold(t *testing.T) {
+	gs, err := grant.Parse([]byte(testGrants))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enf := grant.New(gs)
+	names, err := planNames(enf, nil)
+	if err != nil || names == nil {
+		t.Fatalf("planNames: %v, %v", names, err)
+	}
+	for _, argv := range [][]string{{"true"}, {"sh", "-c", ":"}, {"python3", "-c", "pass"}, {"/usr/bin/env", "true"}} {
+		cold, err := planExecFS(enf, argv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm, err := planExecNames(enf, argv, nil, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cold.execFiles, warm.execFiles) || cold.program.Path != warm.program.Path || cold.program.B3 != warm.program.B3 {
+			t.Errorf("%v: cold allows %v, prepared %v", argv, cold.execFiles, warm.execFiles)
+		}
+	}
+	if _, err := planExecNames(enf, []string{"/usr/bin/tail"}, nil, names); err == nil {
+		t.Error("a program the grants do not allow is allowed with prepared names")
+	}
+	pinned, err := grant.Parse([]byte(`{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
+"exec":{"allow":[{"name":"true"},{"b3":"b3:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := planNames(grant.New(pinned), nil); err != nil || n != nil {
+		t.Fatalf("planNames with a pinned hash: %v, %v; want nothing prepared", n, err)
 	}
 }

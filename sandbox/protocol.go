@@ -77,9 +77,11 @@ type initConfig struct {
 	// ImagePath: a rootless run's image, which init opens (image.go).
 	Image     bool       `json:"image,omitempty"`
 	ImagePath *imagePath `json:"image_path,omitempty"`
-	// Deferred: a prepared sandbox (Prepare). Argv, Path, Env and
-	// ExecFiles are empty here; they come on fd 4, as one launchConfig
-	// line, in place of the byte 'g'.
+	// Deferred: a prepared sandbox (Prepare). Argv, Path and Env are
+	// empty here, and ExecFiles holds only the grant set's names that
+	// were resolved when it was prepared (none when a rule pins or denies
+	// a hash); they come on fd 4, as one launchConfig line, in place of
+	// the byte 'g'.
 	Deferred bool `json:"deferred,omitempty"`
 }
 

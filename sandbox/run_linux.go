@@ -173,16 +173,17 @@ func decideFS(s *Spec, fsp *fsPlan) (*execPlan, []string, error) {
 			return nil, nil, err
 		}
 	}
-	return decideIn(s, fsp, true)
+	return decideIn(s, fsp, true, nil)
 }
 
 // decideIn is decideFS in the fs plan fsp. hide: hide the denied
 // executables on the runtime's path here, after the program is decided
 // (a prepared sandbox hid them when it was prepared, since init applies
-// the masks while it builds the root).
-func decideIn(s *Spec, fsp *fsPlan, hide bool) (*execPlan, []string, error) {
+// the masks while it builds the root). names: the allowed names as a
+// prepared sandbox resolved them (planNames), or nil.
+func decideIn(s *Spec, fsp *fsPlan, hide bool, names *preparedNames) (*execPlan, []string, error) {
 	enf := grant.New(s.Grants)
-	plan, err := planExecFS(enf, s.Argv, fsp)
+	plan, err := planExecNames(enf, s.Argv, fsp, names)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -16,8 +16,12 @@ import (
 	"github.com/cordon-dev/cordon/tier"
 )
 
+// testGrants is package sandbox's test grant set: untrusted code and the
+// common tools, like the CLI's default.
 const testGrants = `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
-"exec":{"allow":[{"name":"sh"},{"name":"true"},{"name":"echo"},{"name":"cat"}]}}`
+"exec":{"allow":[{"name":"sh"},{"name":"dash"},{"name":"bash"},{"name":"python3"},{"name":"cat"},{"name":"echo"},
+{"name":"true"},{"name":"false"},{"name":"ls"},{"name":"cp"},{"name":"ln"},{"name":"mkdir"},{"name":"rm"},
+{"name":"sleep"},{"name":"id"},{"name":"head"},{"name":"sha256sum"},{"name":"chmod"},{"name":"env"}]}}`
 
 func testSpec(t testing.TB) *sandbox.Spec {
 	t.Helper()
