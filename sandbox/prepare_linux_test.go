@@ -208,3 +208,32 @@ func TestPreparedNamesPlanLikeCold(t *testing.T) {
 		t.Fatalf("planNames with a pinned hash: %v, %v; want nothing prepared", n, err)
 	}
 }
+
+// TestPreparedCgroupGone: a prepared sandbox whose cgroup was removed
+// while it was parked fails Check and cannot start: it would run
+// without its limits.
+func TestPreparedCgroupGone(t *testing.T) {
+	p, err := Prepare(context.Background(), preparedSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Destroy()
+	if p.sb.cg == nil {
+		t.Fatal("the prepared sandbox has no cgroup on this host (root, cgroups available)")
+	}
+	dirs := cgroupDirs(t, p.sb.runID)
+	if len(dirs) == 0 {
+		t.Fatal("no cgroup directory labelled with the run")
+	}
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Check(); err == nil || !strings.Contains(err.Error(), "cgroup") {
+		t.Fatalf("Check with the cgroup removed: %v", err)
+	}
+	if err := p.Start(context.Background(), &Launch{Argv: []string{"true"}}); err == nil {
+		t.Fatal("Start with the cgroup removed")
+	}
+}
