@@ -237,3 +237,39 @@ func TestPreparedCgroupGone(t *testing.T) {
 		t.Fatal("Start with the cgroup removed")
 	}
 }
+
+// TestPreparedStreamsArePipes: a prepared sandbox's program gets pipes
+// as its standard streams, never the launch's files: given a host file
+// as stdout, the program sees a pipe at fd 1, and the file receives what
+// it wrote.
+func TestPreparedStreamsArePipes(t *testing.T) {
+	ctx := context.Background()
+	p, err := Prepare(ctx, preparedSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Destroy()
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in, err := os.Open("/etc/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if err := p.Start(ctx, &Launch{Argv: []string{"ls", "-l", "/proc/self/fd/0", "/proc/self/fd/1", "/proc/self/fd/2"}, Stdin: in, Stdout: f, Stderr: f}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "-> pipe:["); n != 3 || strings.Contains(string(b), f.Name()) || strings.Contains(string(b), "/etc/hostname") {
+		t.Fatalf("the program's streams:\n%s", b)
+	}
+}
