@@ -164,6 +164,13 @@ func poolServe(e *env, args []string) error {
 	if err != nil {
 		return refuse(fmt.Errorf("pool serve: %s: %w", gsName, err))
 	}
+	// What sandbox.Prepare refuses is refused here, before any slot.
+	switch {
+	case len(gs.Egress) > 0:
+		return refuse(withHint(fmt.Errorf("pool serve: %s has egress rules: its runs cannot be prepared ahead (the egress proxy is the run's)", gsName), "run such commands cold, with plain 'cordon exec'"))
+	case spec.Tier == tier.S4:
+		return refuse(fmt.Errorf("pool serve: %s requires S4 (gVisor), which has no prepared sandbox", gsName))
+	}
 	ln, err := listenPool(state)
 	if err != nil {
 		return refuse(fmt.Errorf("pool serve: %w", err))

@@ -189,3 +189,21 @@ print(s.recv(4096).decode())`, sock)
 		t.Fatalf("another uid got: %s", out)
 	}
 }
+
+// TestPoolServeRefusesEgress: a grant set with egress rules cannot be
+// pooled, and 'cordon pool serve' says so before it prepares anything
+// (rather than serving a pool that never fills).
+func TestPoolServeRefusesEgress(t *testing.T) {
+	dir := t.TempDir()
+	gf := filepath.Join(dir, "g.json")
+	if err := os.WriteFile(gf, []byte(`{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,"exec":{"allow":[{"name":"true"}]},"egress":[{"host":"example.com","proto":"tcp","ports":[443,443]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	if code := run([]string{"pool", "serve", "--state", dir, "--grants", gf}, nil, &bytes.Buffer{}, &errb); code != 125 || !strings.Contains(errb.String(), "egress") {
+		t.Fatalf("pool serve of egress grants: exit %d, %s", code, errb.String())
+	}
+	if _, err := os.Stat(poolSocket(dir)); err == nil {
+		t.Fatal("a socket was made for a refused pool")
+	}
+}
