@@ -110,6 +110,15 @@ func initMain() int {
 		}
 	}
 	phase.Add("root built")
+	if cfg.Deferred {
+		// The ruleset is built now and applied when the program starts
+		// (startProgram), with the launch's other executables added.
+		ls, e := buildLandlock(&cfg)
+		if e != nil {
+			return fail(e)
+		}
+		cfg.landlock = ls
+	}
 	if err := enc.Encode(initMessage{Ready: true}); err != nil {
 		return ExitRefused
 	}
@@ -183,12 +192,18 @@ func readLaunch(ctl *bufio.Reader, cfg *initConfig) *initErr {
 	// The executables bound while the root was built (the grant set's
 	// names, when prepared) stay; the others (the program and its
 	// interpreter) are bound now, the root being entered.
+	for _, f := range cfg.ExecFiles {
+		if !slices.Contains(l.ExecFiles, f) { // never: the launch's set includes the prepared names
+			return setupErr("sandbox init: the launch's executables lack the prepared %s", f)
+		}
+	}
 	var more []string
 	for _, f := range l.ExecFiles {
 		if !slices.Contains(cfg.ExecFiles, f) {
 			more = append(more, f)
 		}
 	}
+	cfg.moreExec = more
 	bound := &initConfig{ExecFiles: more, NoExecDirs: cfg.NoExecDirs}
 	if err := execFilesExecutable(bound, ""); err != nil { // mount_linux.go
 		return setupErr("sandbox init: closing the runtime's program directories: %v", err)
@@ -237,7 +252,14 @@ func startProgram(cfg *initConfig, joins []*os.File) (int, *initErr) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, setupErr("no_new_privs: %v", err)
 	}
-	if e := restrictLandlock(cfg); e != nil {
+	if cfg.landlock != nil { // a prepared sandbox's, built before ready
+		if e := cfg.landlock.addExec(cfg.moreExec); e != nil {
+			return 0, e
+		}
+		if e := cfg.landlock.restrict(); e != nil {
+			return 0, e
+		}
+	} else if e := restrictLandlock(cfg); e != nil {
 		return 0, e
 	}
 	phase.Add("landlock")

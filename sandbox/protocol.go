@@ -83,6 +83,12 @@ type initConfig struct {
 	// a hash); they come on fd 4, as one launchConfig line, in place of
 	// the byte 'g'.
 	Deferred bool `json:"deferred,omitempty"`
+
+	// A prepared sandbox's init, after its launch (never on the wire):
+	// the Landlock ruleset built before ready, with the prepared
+	// executables, and the launch's executables it lacks.
+	landlock *landlockSet
+	moreExec []string
 }
 
 // launchConfig is what a prepared sandbox's init learns when it is
