@@ -310,9 +310,15 @@ func planExecNames(e *grant.Enforcer, argv []string, fsp *fsPlan, names *prepare
 	plan := &execPlan{program: Program{Path: found, B3: id, Decision: d}}
 	files := []string{real}
 	if names != nil && !hashMatters(e.Set()) {
-		interps, err := interpreters(e, fsp, files) // the program's; the names' are prepared
-		if err != nil {
-			return nil, err
+		// The names' interpreters are prepared; the program's is looked
+		// up unless the program is one of them. (Should a name's file have
+		// changed its interpreter since, the new one is not executable and
+		// the exec fails: nothing is widened.)
+		var interps []string
+		if !slices.Contains(names.files, real) {
+			if interps, err = interpreters(e, fsp, files); err != nil {
+				return nil, err
+			}
 		}
 		files = slices.Concat(files, names.files, interps)
 	} else {
