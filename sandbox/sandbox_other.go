@@ -58,3 +58,6 @@ func (*Prepared) Wait() (*Result, error) { return nil, unsupported() }
 
 // Destroy has nothing to undo on this system.
 func (*Prepared) Destroy() error { return nil }
+
+// landlockSet is Linux's Landlock ruleset (initConfig names it).
+type landlockSet struct{}
