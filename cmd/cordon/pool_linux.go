@@ -93,6 +93,9 @@ type poolAck struct {
 	Error string `json:"error,omitempty"`
 }
 
+// claimWait bounds how long a claim waits for a slot when none is ready.
+const claimWait = 10 * time.Second
+
 func poolSocket(state string) string { return filepath.Join(state, "pool", "pool.sock") }
 
 func runPool(e *env, args []string) error {
@@ -363,7 +366,11 @@ func (r *byteReader) Read(p []byte) (int, error) {
 }
 
 func serveClaim(ctx context.Context, p *pool.Pool, c *net.UnixConn, enc *json.Encoder, req poolRequest, files []*os.File) {
-	cl, err := p.Claim(req.Key)
+	// A claim waits a while for a slot being prepared (back-to-back
+	// claims outrun the refill), not forever.
+	wctx, wcancel := context.WithTimeout(ctx, claimWait)
+	cl, err := p.ClaimWait(wctx, req.Key)
+	wcancel()
 	if err != nil {
 		_ = enc.Encode(poolReply{Error: err.Error(), Code: sandbox.ExitRefused, Mismatch: errors.Is(err, pool.ErrMismatch), Empty: errors.Is(err, pool.ErrEmpty)})
 		return

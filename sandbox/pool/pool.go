@@ -156,6 +156,7 @@ type Pool struct {
 	lastErr error            // guarded by mu: the last failed preparation
 	next    int              // guarded by mu
 	live    map[*slot]bool   // guarded by mu: parked or claimed, not yet destroyed
+	parked  chan struct{}    // guarded by mu: closed (and replaced) when a slot is parked
 	dying   sync.WaitGroup   // slots being destroyed in the background
 	now     func() time.Time // tests
 }
@@ -187,7 +188,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	cfg.Spec = &spec
 	ctx, cancel := context.WithCancel(ctx)
 	p := &Pool{cfg: cfg, key: KeyFor(&spec, cfg.Env), ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1),
-		done: make(chan struct{}), ledger: books.NewLedger(), live: map[*slot]bool{}, now: time.Now}
+		done: make(chan struct{}), ledger: books.NewLedger(), live: map[*slot]bool{}, parked: make(chan struct{}), now: time.Now}
 	go p.fill()
 	return p, nil
 }
@@ -250,6 +251,8 @@ func (p *Pool) prepareOne() error {
 	p.live[s] = true
 	p.ready = append(p.ready, s)
 	p.lastErr = nil
+	close(p.parked)
+	p.parked = make(chan struct{})
 	return nil
 }
 
@@ -386,6 +389,27 @@ func (p *Pool) Claim(key Key) (*Claim, error) {
 		return nil, fmt.Errorf("%w (the last preparation failed: %v)", ErrEmpty, p.lastErr)
 	}
 	return nil, ErrEmpty
+}
+
+// ClaimWait is Claim, but when no slot is ready it has the pool prepare
+// one at once and waits for it until ctx ends (then ErrEmpty). A key that
+// is not the pool's and a stopped pool are refused at once.
+func (p *Pool) ClaimWait(ctx context.Context, key Key) (*Claim, error) {
+	for {
+		p.mu.Lock()
+		parked := p.parked
+		p.mu.Unlock()
+		c, err := p.Claim(key)
+		if !errors.Is(err, ErrEmpty) {
+			return c, err
+		}
+		p.wake() // a claimed run's successor is otherwise prepared only after refillDelay
+		select {
+		case <-parked:
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
 }
 
 // Start starts the run in the claimed slot. A claim starts once: a

@@ -252,3 +252,37 @@ func TestIdleConservation(t *testing.T) {
 	}
 	t.Logf("books: %+v", tot)
 }
+
+// TestClaimWaitsForRefill: back-to-back claims on a pool of one outrun
+// its refill; ClaimWait has the next slot prepared at once and waits for
+// it, while a mismatched key is still refused at once.
+func TestClaimWaitsForRefill(t *testing.T) {
+	p := newPool(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 3 {
+		c, err := p.ClaimWait(ctx, p.Key())
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		if err := c.Start(ctx, &sandbox.Launch{Argv: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.Wait(); err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v %+v", err, res)
+		}
+		c.Destroy()
+	}
+	other := p.Key()
+	other.Policy = "b3:other"
+	start := time.Now()
+	if _, err := p.ClaimWait(ctx, other); !errors.Is(err, ErrMismatch) || time.Since(start) > time.Second {
+		t.Fatalf("a mismatched ClaimWait: %v after %s", err, time.Since(start))
+	}
+	short, stop := context.WithTimeout(context.Background(), time.Millisecond)
+	defer stop()
+	p.Stop()
+	if _, err := p.ClaimWait(short, p.Key()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("ClaimWait on a stopped pool: %v", err)
+	}
+}
