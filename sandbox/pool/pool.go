@@ -392,8 +392,9 @@ func (p *Pool) Claim(key Key) (*Claim, error) {
 }
 
 // ClaimWait is Claim, but when no slot is ready it has the pool prepare
-// one at once and waits for it until ctx ends (then ErrEmpty). A key that
-// is not the pool's and a stopped pool are refused at once.
+// one at once and waits for it until ctx ends (then ErrEmpty, naming the
+// last failed preparation if any). A key that is not the pool's is
+// refused at once, and a stopped pool at once, or as soon as it stops.
 func (p *Pool) ClaimWait(ctx context.Context, key Key) (*Claim, error) {
 	for {
 		p.mu.Lock()
@@ -406,8 +407,9 @@ func (p *Pool) ClaimWait(ctx context.Context, key Key) (*Claim, error) {
 		p.wake() // a claimed run's successor is otherwise prepared only after refillDelay
 		select {
 		case <-parked:
+		case <-p.ctx.Done(): // stopped: Claim says so
 		case <-ctx.Done():
-			return nil, err
+			return p.Claim(key) // a last try, whose error names the last failed preparation
 		}
 	}
 }

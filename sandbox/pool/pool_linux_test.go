@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -279,10 +280,35 @@ func TestClaimWaitsForRefill(t *testing.T) {
 	if _, err := p.ClaimWait(ctx, other); !errors.Is(err, ErrMismatch) || time.Since(start) > time.Second {
 		t.Fatalf("a mismatched ClaimWait: %v after %s", err, time.Since(start))
 	}
-	short, stop := context.WithTimeout(context.Background(), time.Millisecond)
-	defer stop()
 	p.Stop()
-	if _, err := p.ClaimWait(short, p.Key()); !errors.Is(err, ErrClosed) {
-		t.Fatalf("ClaimWait on a stopped pool: %v", err)
+	start = time.Now()
+	if _, err := p.ClaimWait(ctx, p.Key()); !errors.Is(err, ErrClosed) || time.Since(start) > time.Second {
+		t.Fatalf("ClaimWait on a stopped pool: %v after %s", err, time.Since(start))
+	}
+
+	// A pool that cannot prepare (its state directory is missing): a
+	// waiting claim ends with the preparation's error when its context
+	// does, and at once with ErrClosed when the pool stops.
+	s := testSpec(t)
+	s.StateDir = "/nonexistent/cordon-state"
+	broken, err := New(context.Background(), Config{Spec: s, Env: "b3:env", Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancelShort()
+	if _, err := broken.ClaimWait(short, broken.Key()); !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), "last preparation failed") {
+		t.Fatalf("ClaimWait on a pool that cannot prepare: %v", err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := broken.ClaimWait(ctx, broken.Key())
+		waiting <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	start = time.Now()
+	broken.Stop()
+	if err := <-waiting; !errors.Is(err, ErrClosed) || time.Since(start) > 2*time.Second {
+		t.Fatalf("a waiting claim when the pool stopped: %v after %s", err, time.Since(start))
 	}
 }
