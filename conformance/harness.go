@@ -20,6 +20,7 @@ import (
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/grant/amend"
 	"github.com/cordon-dev/cordon/grant/standing"
+	"github.com/cordon-dev/cordon/sandbox/pool/books"
 	"github.com/cordon-dev/cordon/tier/selection"
 )
 
@@ -38,7 +39,7 @@ type Class struct {
 // Classes returns the classes this implementation advertises, in order.
 // A skipped vector in one of them is a failure.
 func Classes() []Class {
-	return []Class{c1(), c2(), c3(), c4(), c5(), c6(), c7(), c8(), c10(), c20(), c21(), cneg()}
+	return []Class{c1(), c2(), c3(), c4(), c5(), c6(), c7(), c8(), c9(), c10(), c20(), c21(), cneg()}
 }
 
 // kinds maps error kind names, as vectors spell them, to the errors that
@@ -102,6 +103,11 @@ var kinds = map[string]error{
 	"amend-base":    amend.ErrBase,
 	"amend-budget":  amend.ErrBudget,
 	"amend-noop":    amend.ErrNoop,
+	// Warm pools (SPEC §12).
+	"pool-mismatch":  books.ErrMismatch,
+	"pool-gone":      books.ErrGone,
+	"pool-zero-idle": books.ErrZeroIdle,
+	"pool-invalid":   books.ErrInvalid,
 	// Fleet records (SPEC §8).
 	"fleet-invalid": fleet.ErrInvalid,
 	"not-included":  fleet.ErrNotIncluded,

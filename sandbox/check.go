@@ -9,7 +9,7 @@ import (
 // check refuses a spec that is incomplete or that the grant set does not
 // allow, before anything is probed or started.
 func (s *Spec) check() error {
-	if len(s.Argv) == 0 || s.Argv[0] == "" {
+	if !s.deferred && (len(s.Argv) == 0 || s.Argv[0] == "") {
 		return refusedf("no program to run")
 	}
 	if s.Grants == nil {

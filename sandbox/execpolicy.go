@@ -246,6 +246,54 @@ func planExec(e *grant.Enforcer, argv []string) (*execPlan, error) {
 // executable paths and PATH directories: names are found on the
 // sandbox's PATH, and files beneath a deny.fs path are never executable.
 func planExecFS(e *grant.Enforcer, argv []string, fsp *fsPlan) (*execPlan, error) {
+	return planExecNames(e, argv, fsp, nil)
+}
+
+// hashMatters reports whether a rule of the grant set pins a hash or
+// denies one: then every allowed name's decision depends on its bytes.
+func hashMatters(gs *grant.Set) bool {
+	m := len(gs.ExecDeny) > 0
+	for _, r := range gs.Exec {
+		m = m || r.HasB3
+	}
+	return m
+}
+
+// preparedNames are the executables a grant set allows by name, resolved
+// with their ELF interpreters ahead of the program (planNames), for a
+// grant set whose decisions do not depend on bytes (no hash pinned or
+// denied). A prepared sandbox resolves them when it is prepared, so that
+// Start resolves and hashes only the program.
+type preparedNames struct {
+	files []string
+}
+
+// planNames resolves the names the grant set allows, and their
+// interpreters, as planExecFS would; nil when the decisions depend on
+// bytes and every name must be decided at Start.
+func planNames(e *grant.Enforcer, fsp *fsPlan) (*preparedNames, error) {
+	if hashMatters(e.Set()) {
+		return nil, nil
+	}
+	var files []string
+	for _, r := range e.Set().Exec {
+		if r.Name == "" {
+			continue
+		}
+		if _, rreal, err := resolve(r.Name, fsp); err == nil {
+			files = append(files, rreal)
+		}
+	}
+	interps, err := interpreters(e, fsp, files)
+	if err != nil {
+		return nil, err
+	}
+	return &preparedNames{files: append(files, interps...)}, nil
+}
+
+// planExecNames is planExecFS with the allowed names already resolved
+// (names; nil: resolve them here).
+func planExecNames(e *grant.Enforcer, argv []string, fsp *fsPlan, names *preparedNames) (*execPlan, error) {
 	found, real, err := resolve(argv[0], fsp)
 	if err != nil {
 		return nil, err
@@ -261,37 +309,65 @@ func planExecFS(e *grant.Enforcer, argv []string, fsp *fsPlan) (*execPlan, error
 	}
 	plan := &execPlan{program: Program{Path: found, B3: id, Decision: d}}
 	files := []string{real}
-	// When no rule pins a hash and none is denied, a name's decision
-	// cannot depend on its bytes: the other allowed names need no hash.
-	hashMatters := len(e.Set().ExecDeny) > 0
-	for _, r := range e.Set().Exec {
-		hashMatters = hashMatters || r.HasB3
-	}
-	for _, r := range e.Set().Exec {
-		if r.Name == "" {
-			continue // a hash-only rule allows what it matches: the program, if anything
+	if names != nil && !hashMatters(e.Set()) {
+		// The names' interpreters are prepared; the program's is looked
+		// up unless the program is one of them. (Should a name's file have
+		// changed its interpreter since, the new one is not executable and
+		// the exec fails: nothing is widened.)
+		var interps []string
+		if !slices.Contains(names.files, real) {
+			if interps, err = interpreters(e, fsp, files); err != nil {
+				return nil, err
+			}
 		}
-		rf, rreal, err := resolve(r.Name, fsp)
+		files = slices.Concat(files, names.files, interps)
+	} else {
+		// When no rule pins a hash and none is denied, a name's decision
+		// cannot depend on its bytes: the other allowed names need no hash.
+		matters := hashMatters(e.Set())
+		for _, r := range e.Set().Exec {
+			if r.Name == "" {
+				continue // a hash-only rule allows what it matches: the program, if anything
+			}
+			rf, rreal, err := resolve(r.Name, fsp)
+			if err != nil {
+				continue // an allowed name the runtime lacks allows nothing
+			}
+			if !matters {
+				files = append(files, rreal)
+				continue
+			}
+			rid, err := hashIn(fsp, rreal)
+			if err != nil {
+				continue
+			}
+			rq := grant.Query{Kind: grant.KindExec, Path: rf, B3: rid.String(), Argv: append([]string{r.Name}, r.Args...)}
+			if e.Decide(rq).Allow {
+				files = append(files, rreal)
+			}
+		}
+		interps, err := interpreters(e, fsp, files)
 		if err != nil {
-			continue // an allowed name the runtime lacks allows nothing
+			return nil, err
 		}
-		if !hashMatters {
-			files = append(files, rreal)
-			continue
-		}
-		rid, err := hashIn(fsp, rreal)
-		if err != nil {
-			continue
-		}
-		rq := grant.Query{Kind: grant.KindExec, Path: rf, B3: rid.String(), Argv: append([]string{r.Name}, r.Args...)}
-		if e.Decide(rq).Allow {
-			files = append(files, rreal)
-		}
+		files = append(files, interps...)
 	}
-	// Each allowed ELF file's interpreter must be executable too; one
-	// whose hash is denied refuses the run.
+	files, err = removeDenied(e.Set(), []string{found, real}, files)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(files)
+	plan.execFiles = slices.Compact(files)
+	return plan, nil
+}
+
+// interpreters returns the ELF interpreters of files, resolved in the
+// runtime: each allowed ELF file's interpreter must be executable too,
+// and one whose hash is denied refuses the run.
+func interpreters(e *grant.Enforcer, fsp *fsPlan, files []string) ([]string, error) {
 	denied := e.Set().ExecDeny
-	for _, f := range slices.Clone(files) {
+	var out []string
+	for _, f := range files {
 		interp, err := interpreterIn(fsp, f)
 		if err != nil {
 			return nil, &ExitError{Code: ExitCannotExec, Err: fmt.Errorf("%w: %v", ErrCannotExec, err)}
@@ -310,13 +386,7 @@ func planExecFS(e *grant.Enforcer, argv []string, fsp *fsPlan) (*execPlan, error
 		if slices.Contains(denied, iid) {
 			return nil, &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: the ELF interpreter %s of %s is denied by content hash", ErrRefused, ireal, f)}
 		}
-		files = append(files, ireal)
+		out = append(out, ireal)
 	}
-	files, err = removeDenied(e.Set(), []string{found, real}, files)
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(files)
-	plan.execFiles = slices.Compact(files)
-	return plan, nil
+	return out, nil
 }

@@ -2,12 +2,14 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -108,11 +110,27 @@ func initMain() int {
 		}
 	}
 	phase.Add("root built")
+	if cfg.Deferred {
+		// The ruleset is built now and applied when the program starts
+		// (startProgram), with the launch's other executables added.
+		ls, e := buildLandlock(&cfg)
+		if e != nil {
+			return fail(e)
+		}
+		cfg.landlock = ls
+	}
 	if err := enc.Encode(initMessage{Ready: true}); err != nil {
 		return ExitRefused
 	}
-	var b [1]byte
-	if n, _ := control.Read(b[:]); n != 1 || b[0] != 'g' {
+	ctl := bufio.NewReaderSize(control, 1<<20)
+	if cfg.Deferred {
+		if e := readLaunch(ctl, &cfg); e != nil {
+			if e.err == nil {
+				return ExitRefused // the parent gave up
+			}
+			return fail(e)
+		}
+	} else if b, err := ctl.ReadByte(); err != nil || b != 'g' {
 		return ExitRefused // the parent gave up
 	}
 	phase.Add("go")
@@ -147,8 +165,52 @@ func initMain() int {
 		return ExitRefused
 	}
 	// Hold /work until the parent has copied the outputs out.
-	_, _ = io.Copy(io.Discard, control)
+	_, _ = io.Copy(io.Discard, ctl)
 	return 0
+}
+
+// readLaunch reads a prepared sandbox's launchConfig from fd 4 into cfg
+// and binds its executables executable. An initErr with no error means
+// the parent gave up (EOF).
+func readLaunch(ctl *bufio.Reader, cfg *initConfig) *initErr {
+	line, err := ctl.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return setupErr("sandbox init: the launch configuration exceeds 1 MiB")
+		}
+		return &initErr{code: ExitRefused}
+	}
+	var l launchConfig
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&l); err != nil {
+		return setupErr("sandbox init: reading the launch configuration: %v", err)
+	}
+	if len(l.Argv) == 0 || l.Path == "" || len(l.ExecFiles) == 0 {
+		return setupErr("sandbox init: the launch configuration names no program")
+	}
+	// The executables bound while the root was built (the grant set's
+	// names, when prepared) stay; the others (the program and its
+	// interpreter) are bound now, the root being entered.
+	for _, f := range cfg.ExecFiles {
+		if !slices.Contains(l.ExecFiles, f) { // never: the launch's set includes the prepared names
+			return setupErr("sandbox init: the launch's executables lack the prepared %s", f)
+		}
+	}
+	var more []string
+	for _, f := range l.ExecFiles {
+		if !slices.Contains(cfg.ExecFiles, f) {
+			more = append(more, f)
+		}
+	}
+	cfg.moreExec = more
+	bound := &initConfig{ExecFiles: more, NoExecDirs: cfg.NoExecDirs}
+	if err := execFilesExecutable(bound, ""); err != nil { // mount_linux.go
+		return setupErr("sandbox init: closing the runtime's program directories: %v", err)
+	}
+	cfg.Argv, cfg.Path, cfg.Env, cfg.ExecFiles = l.Argv, l.Path, l.Env, l.ExecFiles
+	phase.Add("launch configured")
+	return nil
 }
 
 // startProgram applies the last restrictions to this thread and starts
@@ -190,7 +252,14 @@ func startProgram(cfg *initConfig, joins []*os.File) (int, *initErr) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, setupErr("no_new_privs: %v", err)
 	}
-	if e := restrictLandlock(cfg); e != nil {
+	if cfg.landlock != nil { // a prepared sandbox's, built before ready
+		if e := cfg.landlock.addExec(cfg.moreExec); e != nil {
+			return 0, e
+		}
+		if e := cfg.landlock.restrict(); e != nil {
+			return 0, e
+		}
+	} else if e := restrictLandlock(cfg); e != nil {
 		return 0, e
 	}
 	phase.Add("landlock")

@@ -57,6 +57,24 @@ func fsRights(v int) uint64 {
 // execute only cfg.ExecFiles, no TCP bind or connect (ABI ≥ 4), and no
 // abstract unix sockets or signals outside the sandbox (ABI ≥ 6).
 func restrictLandlock(cfg *initConfig) *initErr {
+	ls, e := buildLandlock(cfg)
+	if e != nil {
+		return e
+	}
+	return ls.restrict()
+}
+
+// landlockSet is a Landlock ruleset being built: restrict applies it.
+type landlockSet struct {
+	fd  int
+	exe uint64 // the rights of an executable file
+}
+
+// buildLandlock creates restrictLandlock's ruleset for cfg without
+// applying it. A prepared sandbox's init builds it before it reports
+// ready, with the prepared executables, and adds the launch's others
+// (addExec) when it is started.
+func buildLandlock(cfg *initConfig) (*landlockSet, *initErr) {
 	v := cfg.LandlockABI
 	handled := fsRights(v)
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled}
@@ -68,14 +86,20 @@ func restrictLandlock(cfg *initConfig) *initErr {
 	}
 	fd, err := landlockCreateRuleset(&attr, v)
 	if err != nil {
-		return setupErr("Landlock ABI %d: creating the ruleset: %v", v, err)
+		return nil, setupErr("Landlock ABI %d: creating the ruleset: %v", v, err)
 	}
-	defer unix.Close(fd)
+	ls := &landlockSet{fd: fd}
+	ok := false
+	defer func() {
+		if !ok {
+			unix.Close(fd)
+		}
+	}()
 
 	read := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR)
 	write := handled &^ (unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_MAKE_CHAR | unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV)
 	device := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE|unix.LANDLOCK_ACCESS_FS_WRITE_FILE) | handled&unix.LANDLOCK_ACCESS_FS_TRUNCATE
-	exe := uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE) & handled
+	ls.exe = uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE|unix.LANDLOCK_ACCESS_FS_READ_FILE) & handled
 
 	rules := []struct {
 		path   string
@@ -92,33 +116,56 @@ func restrictLandlock(cfg *initConfig) *initErr {
 			access uint64
 		}{"/dev/" + d, device})
 	}
-	for _, f := range cfg.ExecFiles {
-		rules = append(rules, struct {
-			path   string
-			access uint64
-		}{f, exe})
-	}
-	rules = append(rules, fsGrantRules(cfg, write, exe)...) // fsgrant_linux.go
+	rules = append(rules, fsGrantRules(cfg, write, ls.exe)...) // fsgrant_linux.go
 	for _, r := range rules {
-		pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return setupErr("Landlock rule for %s: %v", r.path, err)
+		if e := ls.add(r.path, r.access); e != nil {
+			return nil, e
 		}
-		rule := unix.LandlockPathBeneathAttr{Allowed_access: r.access, Parent_fd: int32(pfd)}
-		err = landlockAddPathRule(fd, &rule)
-		unix.Close(pfd)
-		if err != nil {
-			return setupErr("Landlock rule for %s: %v", r.path, err)
-		}
+	}
+	if e := ls.addExec(cfg.ExecFiles); e != nil {
+		return nil, e
 	}
 	if cfg.Egress && v >= 4 {
 		// The one TCP connection the program may make: to the egress
 		// forwarder (the network namespace has only loopback).
 		rule := landlockNetPortAttr{allowedAccess: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: ProxyPort}
 		if err := landlockAddNetPortRule(fd, &rule); err != nil {
-			return setupErr("Landlock rule for TCP port %d: %v", ProxyPort, err)
+			return nil, setupErr("Landlock rule for TCP port %d: %v", ProxyPort, err)
 		}
 	}
+	ok = true
+	return ls, nil
+}
+
+// add allows access beneath path.
+func (ls *landlockSet) add(path string, access uint64) *initErr {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return setupErr("Landlock rule for %s: %v", path, err)
+	}
+	rule := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)}
+	err = landlockAddPathRule(ls.fd, &rule)
+	unix.Close(pfd)
+	if err != nil {
+		return setupErr("Landlock rule for %s: %v", path, err)
+	}
+	return nil
+}
+
+// addExec allows files to be executed (and read).
+func (ls *landlockSet) addExec(files []string) *initErr {
+	for _, f := range files {
+		if e := ls.add(f, ls.exe); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// restrict applies the ruleset to this thread and closes it.
+func (ls *landlockSet) restrict() *initErr {
+	fd := ls.fd
+	defer unix.Close(fd)
 	if err := landlockRestrictSelf(fd); err != nil {
 		return setupErr("Landlock restrict_self: %v", err)
 	}

@@ -53,6 +53,16 @@ type Sandbox struct {
 	stdin    *stdinRelay // relays Spec.Stdin when it is a file, or nil
 	fs       *fsPlan     // the fs grants' plan, or nil without fs rules
 	res      *Result
+	// A prepared sandbox's (Prepare): the fs plan its program is decided
+	// in, init's standard streams (the parent's ends), the launch line
+	// Start sends in place of 'g', the claim's context, and the relays
+	// of the streams, done when both outputs are copied.
+	launchFS    *fsPlan
+	launchNames *preparedNames
+	launchIO    *launchPipes
+	launchMsg   []byte
+	claimCtx    context.Context
+	relayed     chan struct{}
 
 	state  lifeState
 	waited bool // init has been waited for: the undo must not wait again
@@ -376,6 +386,15 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 		phase.Add("create: decided (in parallel)")
 	}()
 	cu.Add(func() { <-prepared }) // never return while prepare still writes res
+	if s.deferred {
+		// A prepared sandbox's streams are pipes made now, whose other
+		// ends Start relays to the Launch's (never one of cordon's files).
+		lp, err := sb.launchPipes(cu)
+		if err != nil {
+			return refusedf("making the sandbox's standard streams: %v", err)
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = lp.child[0], lp.child[1], lp.child[2]
+	}
 
 	// Pdeathsig fires when the thread that started init exits. Init is
 	// started from a goroutine that keeps its thread locked until the
@@ -411,6 +430,9 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	joinChild.Close()
 	if relay != nil {
 		relay.r.Close() // init has its copy
+	}
+	if sb.launchIO != nil {
+		sb.launchIO.closeChild() // init has its copies
 	}
 	if err != nil {
 		return refusedf("starting sandbox init: %v", err)
@@ -537,6 +559,9 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	if _, err := sb.next(); err != nil { // ready
 		return err
 	}
+	if s.deferred {
+		sb.deadline.Stop() // a prepared sandbox's limit runs from Start
+	}
 	phase.Add("create: init ready")
 	<-added
 	if addErr != nil {
@@ -562,6 +587,9 @@ func (sb *Sandbox) prepare() (*initConfig, error) {
 	fsp, err := sb.runtimePlan() // image_linux.go: sb.fs without an image
 	if err != nil {
 		return nil, err
+	}
+	if s.deferred {
+		return sb.prepareDeferred(fsp)
 	}
 	plan, env, err := decideFS(s, fsp)
 	if err != nil {
@@ -611,6 +639,8 @@ func (sb *Sandbox) next() (initMessage, error) {
 		return initMessage{}, errTimeout
 	case <-sb.ctx.Done():
 		return initMessage{}, sb.ctx.Err()
+	case <-claimDone(sb.claimCtx):
+		return initMessage{}, sb.claimCtx.Err()
 	}
 }
 
@@ -665,7 +695,11 @@ func (sb *Sandbox) Start() error {
 	}
 	phase.Add("start: staged")
 	if !sb.goSent {
-		if _, err := sb.ctl.Write([]byte{'g'}); err != nil {
+		word := []byte{'g'}
+		if sb.launchMsg != nil {
+			word = sb.launchMsg // a prepared sandbox's launchConfig
+		}
+		if _, err := sb.ctl.Write(word); err != nil {
 			return refusedf("starting the run: %v", err)
 		}
 	}
@@ -754,6 +788,11 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		}
 	}
 	phase.Add("wait: init exited")
+	if sb.relayed != nil {
+		// Init and everything in its PID namespace are gone: the
+		// output pipes end once what they hold is copied.
+		waitBounded(func() { <-sb.relayed }, 5*time.Second)
+	}
 	if sb.cg == nil {
 		rusageStats(sb.cmd.ProcessState, res)
 	}

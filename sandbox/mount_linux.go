@@ -304,14 +304,22 @@ func noexecProgramDirs(cfg *initConfig) error {
 			return fmt.Errorf("%s: %w", d, err)
 		}
 	}
-	// Then each allowed file onto itself: a bind mount takes its source
-	// mount's flags, so it is read-only, nosuid, nodev and noexec, and
-	// only noexec is cleared, on this one file's mount.
+	return execFilesExecutable(cfg, newRoot)
+}
+
+// execFilesExecutable binds each allowed file of cfg that lies in a
+// program directory onto itself, root being where the new root is (""
+// once it is entered): a bind mount takes its source mount's flags, so
+// it is read-only, nosuid, nodev and noexec, and only noexec is cleared,
+// on this one file's mount. A prepared sandbox does this when it is
+// started (readLaunch), when it learns its program; a cold run while it
+// builds the root.
+func execFilesExecutable(cfg *initConfig, root string) error {
 	for _, f := range cfg.ExecFiles {
 		if !inAny(f, cfg.NoExecDirs) {
 			continue
 		}
-		dst := under(f)
+		dst := root + f
 		if err := unix.Mount(dst, dst, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}

@@ -7,8 +7,10 @@ import "github.com/cordon-dev/cordon/internal/phase"
 //
 //	fd 3  parent → init  the initConfig as JSON, then EOF
 //	fd 4  parent → init  one byte 'g' when the run may start (init is in
-//	                     its cgroup, inputs are staged); EOF at any time
-//	                     means "give up": init kills everything and exits
+//	                     its cgroup, inputs are staged), or, for a
+//	                     prepared sandbox (initConfig.Deferred), one
+//	                     launchConfig line; EOF at any time means "give
+//	                     up": init kills everything and exits
 //	fd 5  init → parent  JSON lines: a ready message when the root is
 //	                     built, then one exit (or error) message
 //	fd 6  parent ↔ init  the egress bridge (bridge_linux.go), when the
@@ -75,6 +77,30 @@ type initConfig struct {
 	// ImagePath: a rootless run's image, which init opens (image.go).
 	Image     bool       `json:"image,omitempty"`
 	ImagePath *imagePath `json:"image_path,omitempty"`
+	// Deferred: a prepared sandbox (Prepare). Argv, Path and Env are
+	// empty here, and ExecFiles holds only the grant set's names that
+	// were resolved when it was prepared (none when a rule pins or denies
+	// a hash); they come on fd 4, as one launchConfig line, in place of
+	// the byte 'g'.
+	Deferred bool `json:"deferred,omitempty"`
+
+	// A prepared sandbox's init, after its launch (never on the wire):
+	// the Landlock ruleset built before ready, with the prepared
+	// executables, and the launch's executables it lacks.
+	landlock *landlockSet
+	moreExec []string
+}
+
+// launchConfig is what a prepared sandbox's init learns when it is
+// started (Prepared.Start): one line of JSON on fd 4, in place of 'g'.
+// Init binds ExecFiles executable, as noexecProgramDirs does before
+// the root is entered in a cold run, then starts the program as a cold
+// run's init does.
+type launchConfig struct {
+	Argv      []string `json:"argv"`
+	Path      string   `json:"path"`
+	Env       []string `json:"env"`
+	ExecFiles []string `json:"exec_files"`
 }
 
 // initMessage is one line init writes on fd 5.

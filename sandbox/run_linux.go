@@ -167,20 +167,31 @@ func decide(s *Spec) (*execPlan, []string, error) { return decideFS(s, nil) }
 // decideFS is decide for a run whose fs rules are already planned (fsp;
 // nil: plan them here).
 func decideFS(s *Spec, fsp *fsPlan) (*execPlan, []string, error) {
-	enf := grant.New(s.Grants)
 	if fsp == nil {
 		var err error
 		if fsp, err = planFS(s.Grants, s.Tier); err != nil { // fsgrant_linux.go: empty without fs rules
 			return nil, nil, err
 		}
 	}
-	plan, err := planExecFS(enf, s.Argv, fsp)
+	return decideIn(s, fsp, true, nil)
+}
+
+// decideIn is decideFS in the fs plan fsp. hide: hide the denied
+// executables on the runtime's path here, after the program is decided
+// (a prepared sandbox hid them when it was prepared, since init applies
+// the masks while it builds the root). names: the allowed names as a
+// prepared sandbox resolved them (planNames), or nil.
+func decideIn(s *Spec, fsp *fsPlan, hide bool, names *preparedNames) (*execPlan, []string, error) {
+	enf := grant.New(s.Grants)
+	plan, err := planExecNames(enf, s.Argv, fsp, names)
 	if err != nil {
 		return nil, nil, err
 	}
 	plan.fs = fsp
-	if err := fsp.hideDeniedOnPath(s.Grants.ExecDeny); err != nil { // fsgrant_linux.go
-		return nil, nil, err
+	if hide {
+		if err := fsp.hideDeniedOnPath(s.Grants.ExecDeny); err != nil { // fsgrant_linux.go
+			return nil, nil, err
+		}
 	}
 	if s.Decided != nil {
 		if err := s.Decided(plan.program.Decision); err != nil {

@@ -231,6 +231,9 @@ type Spec struct {
 	// instead of waiting for a round trip through the parent. Create
 	// alone never starts the program.
 	goEarly bool
+	// deferred is set by Prepare only: the program, its environment, its
+	// workspace and its streams come later, with Prepared.Start (Launch).
+	deferred bool
 }
 
 // Egress decides and serves network connections the sandboxed program

@@ -40,3 +40,24 @@ func Offers() []tier.Tier { return nil }
 // CgroupLimits reports nil on this system: it runs no sandbox at all
 // (Probe and Create refuse), so no run here goes without a cgroup.
 func CgroupLimits() error { return nil }
+
+// Prepared is a prepared sandbox; this system has none.
+type Prepared struct{ _ [0]func() }
+
+// Prepare is not supported on this system.
+func Prepare(context.Context, *Spec) (*Prepared, error) { return nil, unsupported() }
+
+// Check reports that this system has no prepared sandbox.
+func (*Prepared) Check() error { return unsupported() }
+
+// Start is not supported on this system.
+func (*Prepared) Start(context.Context, *Launch) error { return unsupported() }
+
+// Wait is not supported on this system.
+func (*Prepared) Wait() (*Result, error) { return nil, unsupported() }
+
+// Destroy has nothing to undo on this system.
+func (*Prepared) Destroy() error { return nil }
+
+// landlockSet is Linux's Landlock ruleset (initConfig names it).
+type landlockSet struct{}

@@ -75,6 +75,8 @@ func runExec(e *env, args []string) error {
 	powercap := fs.String("powercap", energy.DefaultPowercap, "the powercap tree whose RAPL counters meter the CPU's energy for the receipt")
 	envFile := fs.String("env", "", "run in this environment manifest (cordon env ingest; DSSE-signed with --env-pubkey): its image must be --image's, and its variables are set where the grant set names them")
 	envPub := fs.String("env-pubkey", "", "the public key (PEM) a signed --env manifest must verify under")
+	usePool := fs.Bool("pool", false, "claim a warm slot from the resident pool ('cordon pool serve'); without one the run is refused")
+	poolCold := fs.Bool("pool-fallback-cold", false, "with --pool: start cold when no resident pool, or no matching slot, is there")
 	imageRef := fs.String("image", "", "run on this OCI image's runtime instead of the host's: an OCI layout directory (DIR or DIR@sha256:…) or a docker save tarball, unpacked into the state directory's cache")
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
@@ -142,6 +144,14 @@ func runExec(e *env, args []string) error {
 		// meter entry does, so a receipt metered from another tree needs it.
 		return &usageError{msg: "exec: --powercap other than " + energy.DefaultPowercap + " with --receipt needs --journal",
 			hint: "the journal's meter entry records which powercap tree measured the receipt's energy"}
+	}
+	if *poolCold && !*usePool {
+		return &usageError{msg: "exec: --pool-fallback-cold needs --pool"}
+	}
+	if *usePool && *receiptFile != "" && *journalFile == "" {
+		// The slot's idle energy is a pool.claim journal entry: the
+		// receipt shows it through its journal root.
+		return &usageError{msg: "exec: --pool with --receipt needs --journal", hint: "the journal's pool.claim entry records the idle energy the run is charged with"}
 	}
 	phase.Add("exec: flags and grants")
 	state, err := execStateDir(*stateDir)
@@ -212,8 +222,17 @@ func runExec(e *env, args []string) error {
 		case <-ctx.Done():
 		}
 	}()
+	var (
+		pooled   session.Sandbox
+		poolNote func() string
+	)
+	if *usePool {
+		if pooled, poolNote, err = newPoolSandbox(state, rec, *poolCold, func(msg string) { fmt.Fprintln(e.stderr, "cordon: note: exec: "+msg) }); err != nil {
+			return refuse(fmt.Errorf("exec: --pool: %w", err))
+		}
+	}
 	s, err := session.Open(ctx, session.Config{
-		Grants: gs, Tenant: *tenant, StateDir: state, Workspace: ws, Recorder: rec, Powercap: *powercap, Version: version,
+		Grants: gs, Tenant: *tenant, StateDir: state, Workspace: ws, Recorder: rec, Powercap: *powercap, Version: version, Sandbox: pooled,
 		OnEgress: func(r egress.Record) {
 			if !r.Allow || r.Error != "" {
 				fmt.Fprintln(e.stderr, "cordon: "+oneLine(r.String()))
@@ -270,6 +289,9 @@ func runExec(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "cordon: error: exec: %s exited %d, and its declared outputs were not copied back (the workspace is unchanged): %s\n", argv[0], res.ExitCode, oneLine(res.OutputsErr.Error()))
 	case res.OutputsErr != nil:
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
+	}
+	if *stats && poolNote != nil && poolNote() != "" {
+		fmt.Fprintln(e.stderr, "cordon: pool: "+poolNote())
 	}
 	if *stats && *asJSON {
 		if err := writeExecStats(e.stderr, res, gs, out.Egress); err != nil {

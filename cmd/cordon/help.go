@@ -45,6 +45,12 @@ func subverbs(name string) []verb {
 		return []verb{
 			{"unpack", "[--state DIR] [--json] REF", "verify an OCI layout (DIR or DIR@sha256:…) or docker save tarball and unpack it into STATE/images", nil},
 		}
+	case "pool":
+		return []verb{
+			{"serve", "[--grants FILE] [--size N] [--max-idle D] [--timeout D] [--tenant T] [--state DIR]", "keep N sandboxes prepared under the grant set, served on STATE/pool/pool.sock", nil},
+			{"status", "[--state DIR]", "print the resident pool's key, ready slots and idle-energy books (JSON)", nil},
+			{"stop", "[--state DIR]", "evict every parked slot (its idle energy is overhead), stop the pool and print the final books", nil},
+		}
 	case "fleet":
 		return []verb{
 			{"run", "--out DIR [--jobs N] [--key KEY] [--state DIR] [--no-git] MANIFEST WORKSPACE…", "run MANIFEST with --apply in each workspace and seal a signed fleet record over their receipts", nil},

@@ -52,6 +52,7 @@ func verbs() []verb {
 		{"reap", "[--older-than D] [--dry-run] [--state DIR] [--json]", "remove what dead sandbox runs left on the host", runReap},
 		{"env", "ingest|verify [flags] FILE", "devcontainer.json to a signed environment manifest", runEnv},
 		{"image", "unpack [--state DIR] [--json] REF", "verify an OCI image and unpack it into the cache", runImage},
+		{"pool", "serve|status|stop [flags]", "keep warm sandboxes ready for 'cordon exec --pool'", runPool},
 		{"fleet", "run|verify|prove [flags] …", "run one task over many workspaces; seal and prove a fleet record", runFleet},
 		{"conformance", "[--vectors DIR] [--class C1,…]", "run the conformance vectors", runConformance},
 		{"serve", "[--listen ADDR] [--database DSN]", "serve the control plane: tenants, projects, approval-gated runs", runServe},

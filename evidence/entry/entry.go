@@ -578,3 +578,22 @@ func All() []Body {
 		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}, Mint{},
 		RunPrincipals{}, Checkpoint{}, Amend{}, AmendRefused{}}
 }
+
+// PoolClaim records that a run started in a warm pool's slot
+// (sandbox/pool) and the slot's idle energy the run is charged with:
+// the energy the slot accrued while it was parked, by IdleProvenance
+// ("Estimator": IdlePerCoreUW × Cores over ParkedNS, rounded up, never
+// zero). It is appended before the run's command entry, so the journal
+// root a receipt names covers it.
+type PoolClaim struct {
+	Slot           string `json:"slot"`
+	Env            string `json:"env"`    // the environment address the slot was prepared for
+	Policy         string `json:"policy"` // the ContentId of its grants, tier, tenant and limits
+	IdleUJ         int64  `json:"idle_uj"`
+	IdleProvenance string `json:"idle_provenance"`
+	ParkedNS       int64  `json:"parked_ns"`
+	IdlePerCoreUW  int64  `json:"idle_per_core_uw,omitempty"`
+	Cores          int64  `json:"cores,omitempty"`
+}
+
+func (PoolClaim) Name() string { return "pool.claim" }

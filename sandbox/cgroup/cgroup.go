@@ -350,6 +350,27 @@ func (g *Group) Stats() (Stats, error) {
 	return g.stats()
 }
 
+// Exists returns nil when the group's directory is still there in every
+// hierarchy (a warm pool checks a parked sandbox's group before it hands
+// it out), and an error naming the first that is not.
+func (g *Group) Exists() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return fmt.Errorf("cgroup %q: %w", g.name, os.ErrClosed)
+	}
+	for _, d := range g.dirs {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return fmt.Errorf("cgroup %q: %w", g.name, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("cgroup %q: %s is not a directory", g.name, d)
+		}
+	}
+	return nil
+}
+
 // Kill kills every process in the group with SIGKILL and waits until the
 // group is empty, for at most KillTimeout. A process that forks while
 // Kill runs is killed too: v2 writes cgroup.kill; v1 freezes the group,

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+
+	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/session"
+)
+
+var errPoolLinux = errors.New("warm pools need Linux's sandbox (docs/sandbox.md, \"Warm pools\")")
+
+func runPool(*env, []string) error {
+	return &refusal{code: sandbox.ExitRefused, err: errPoolLinux}
+}
+
+func newPoolSandbox(string, *session.Recorder, bool, func(string)) (session.Sandbox, func() string, error) {
+	return nil, nil, errPoolLinux
+}
