@@ -2,6 +2,7 @@ package risk_test
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,26 @@ func TestRedteam16Held(t *testing.T) {
 		if _, err := p.Classify(c); err == nil {
 			t.Errorf("change %q classified", c[0].Path)
 		}
+	}
+}
+
+// TestRedteam16ClassifyMemoryBounded: FINDING. Classifying one output
+// within the review limit (8 MiB of empty lines) under one added-line
+// rule allocates over a gibibyte (a record per added line, rebuilt for
+// every rule); eight such outputs fit one run's review, and a worker
+// classifies every run it executes. The secure behaviour: memory
+// proportional to the change (here, under 256 MiB for 8 MiB).
+func TestRedteam16ClassifyMemoryBounded(t *testing.T) {
+	p := mustPolicy(t, `{"approvals":{"low":1,"medium":1,"high":2},"rules":[{"tier":"high","added_lines":["q"]}]}`)
+	change := []risk.File{{Path: "a", Old: []byte(strings.Repeat("x\n", 4<<20)), New: []byte(strings.Repeat("\n", 8<<20))}}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := p.Classify(change); err != nil {
+		t.Logf("refused: %v", err)
+	}
+	runtime.ReadMemStats(&after)
+	if mib := (after.TotalAlloc - before.TotalAlloc) >> 20; mib > 256 {
+		t.Errorf("classifying an 8 MiB output allocated %d MiB", mib)
 	}
 }
