@@ -119,3 +119,32 @@ func TestRedteam16InjectionHostVariants(t *testing.T) {
 		t.Errorf("%d requests carried the credential, want 4 (a, b, c and p1): %q", injected, seen())
 	}
 }
+
+// TestRedteam16InjectionNotInTunnel: HELD. Plain HTTP sent inside a
+// CONNECT tunnel to the injection's own host and port is never parsed,
+// so it never carries the credential (the proxy may also refuse a
+// tunnel that does not start with a TLS ClientHello).
+func TestRedteam16InjectionNotInTunnel(t *testing.T) {
+	web, seen := traceServer(t)
+	env := newEnv(t, enforcer(t, []string{hostRule("allowed.test", 80), cidrRule("127.0.0.1/32", 80)}), func(c *Config) {
+		c.Inject = []Injection{{Host: "allowed.test", Port: 80, Header: "Authorization", Value: []byte("Bearer tunnel-s3cr3t"), Label: "Authorization from secret \"t\""}}
+	})
+	env.allowDial("127.0.0.1:80", web)
+	c, resp, _ := env.connect("allowed.test:80")
+	if resp.StatusCode == 200 {
+		c.Write([]byte("TRACE / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"))
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		if r, err := http.ReadResponse(c.br, nil); err == nil {
+			var b strings.Builder
+			r.Write(&b)
+			if strings.Contains(b.String(), "tunnel-s3cr3t") {
+				t.Errorf("the tunnel's request carried the credential: %q", b.String())
+			}
+		}
+	}
+	for _, s := range seen() {
+		if strings.Contains(s, "tunnel-s3cr3t") {
+			t.Errorf("the upstream saw the credential through a tunnel: %s", s)
+		}
+	}
+}
