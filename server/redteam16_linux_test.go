@@ -65,3 +65,40 @@ func TestRedteam16EnvSecretInEvidence(t *testing.T) {
 		}
 	}
 }
+
+// TestRedteam16EnvSecretOnWorkerDisk: FINDING (low, red team 16). A
+// secret delivered by env that a command writes to a declared output
+// (an undeclared file is not copied back: that part HELD) stays in plaintext on the worker's
+// disk after the run, in StateDir/runs/RUN/ws, which nothing removes:
+// the value outlives the run that CLAIMS.md row 258 says it lives for.
+// The secure behaviour: when the run ends, no file under the run's
+// directory holds a delivered value (the workspace is removed or
+// scrubbed once its change and evidence are taken).
+func TestRedteam16EnvSecretOnWorkerDisk(t *testing.T) {
+	const envVal = "env-disk-value-4d17"
+	grants := `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
+"exec":{"allow":[{"name":"sh"}]},"env":["API_TOKEN"],
+"limits":{"wall_ms":60000,"memory_bytes":536870912,"pids":64}}`
+	e := newEnv(t, envOpts{real: true})
+	ten, keys := e.tenantWith("disk", grants)
+	e.must(200, "PUT", "/v1/tenants/"+ten+"/secrets/envtok", adminKey, envVal)
+	p := gitProject(grants, "echo \"$API_TOKEN\" > note.txt\necho \"$API_TOKEN\" > scratch.txt\n", "")
+	p = strings.Replace(p, `"outputs":[]`, `"outputs":["note.txt"]`, 1)
+	var pc map[string]map[string]map[string]any
+	json.Unmarshal([]byte(p), &pc)
+	pc["tasks"]["t"]["secrets"] = []map[string]string{{"ref": "envtok", "env": "API_TOKEN"}}
+	b, _ := json.Marshal(pc)
+	e.must(200, "PUT", "/v1/projects/p", keys["member"], string(b))
+	id, got := e.runProject(keys)
+	if got.State != store.StateFinished {
+		t.Fatalf("run %+v", got)
+	}
+	filepath.WalkDir(filepath.Join(e.dir, "runs", id), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if c, _ := os.ReadFile(p); strings.Contains(string(c), envVal) {
+				t.Errorf("%s holds the delivered secret after the run", p)
+			}
+		}
+		return nil
+	})
+}
