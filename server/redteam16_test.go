@@ -55,6 +55,15 @@ func TestRedteam16OneApproverManyKeys(t *testing.T) {
 	if got := e.wait(id, e.keys["member"], 30*time.Second); got.State != store.StateFinished {
 		t.Fatalf("run %+v", got)
 	}
+	// A user cannot be made again under an approver's name (there is no
+	// user deletion, and names are unique in a tenant).
+	if got := e.do("POST", "/v1/tenants/"+e.tenantA+"/users", adminKey, `{"name":"reviewera","role":"approver"}`); got.code == 201 {
+		t.Errorf("a second user named reviewera: %s", got.body)
+	}
+	// The key rotated away is revoked: it decides nothing.
+	if got := e.do("POST", "/v1/runs/"+id+"/review/accept", k2.Secret, ""); got.code != 401 {
+		t.Errorf("a rotated (revoked) key: %d %s, want 401", got.code, got.body)
+	}
 	// The author (an approver), a member, the bare tenant key, the admin,
 	// the submitter.
 	for who, key := range map[string]string{"author": more[3], "member": e.keys["member"], "tenant key": e.keys["tenant"], "admin": adminKey, "submitter": e.keys["approver"]} {
