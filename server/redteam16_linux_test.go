@@ -102,3 +102,33 @@ func TestRedteam16EnvSecretOnWorkerDisk(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRedteam16EnvSecretWithNUL: HELD (red team 16). A secret whose value
+// cannot be an environment variable (a NUL byte, a newline, a very long
+// value) does not show up in the run's view, reason or log, whatever
+// becomes of the run.
+func TestRedteam16EnvSecretWithNUL(t *testing.T) {
+	grants := `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
+"exec":{"allow":[{"name":"sh"}]},"env":["API_TOKEN"],
+"limits":{"wall_ms":60000,"memory_bytes":536870912,"pids":64}}`
+	e := newEnv(t, envOpts{real: true})
+	ten, keys := e.tenantWith("nul", grants)
+	p := gitProject(grants, "true\n", "")
+	var pc map[string]map[string]map[string]any
+	json.Unmarshal([]byte(p), &pc)
+	pc["tasks"]["t"]["secrets"] = []map[string]string{{"ref": "envtok", "env": "API_TOKEN"}}
+	b, _ := json.Marshal(pc)
+	e.must(200, "PUT", "/v1/projects/p", keys["member"], string(b))
+	for _, v := range []string{"nul\x00tail-value-a1", "nl\ntail-value-b2", "long" + strings.Repeat("x", 60<<10) + "tail-value-c3"} {
+		e.must(200, "PUT", "/v1/tenants/"+ten+"/secrets/envtok", adminKey, v)
+		id, got := e.runProject(keys)
+		view := e.must(200, "GET", "/v1/runs/"+id, keys["member"], "").body
+		logb, _ := os.ReadFile(filepath.Join(e.dir, "runs", id, "log"))
+		tail := v[strings.Index(v, "tail-value"):]
+		for where, s := range map[string]string{"view": string(view), "reason": got.Reason, "log": string(logb)} {
+			if strings.Contains(s, tail) {
+				t.Errorf("%q: the run's %s (state %s) holds the value", v[:4], where, got.State)
+			}
+		}
+	}
+}
