@@ -107,7 +107,7 @@ func TestDeliveryEntitlementMatrix(t *testing.T) {
 			be.take()
 			tc := TaskConfig{Secrets: []SecretUse{{Ref: c.ref, Env: "V"}}}
 			var log bytes.Buffer
-			d, err := resolveDelivery(t.Context(), b, ten, tc, m, &log)
+			d, err := resolveDelivery(t.Context(), b, ten, "run_test", tc, m, &log)
 			reqs := be.take()
 			cell := fmt.Sprintf("tenant %s ref %q", ten, c.ref)
 			if c.own {
@@ -150,7 +150,7 @@ func TestDeliveryValues(t *testing.T) {
 		Repository: &RepoConfig{URL: "http://127.0.0.1:8080/r.git", Token: "git"},
 	}
 	var log bytes.Buffer
-	d, err := resolveDelivery(t.Context(), b, "ten_a", tc, m, &log)
+	d, err := resolveDelivery(t.Context(), b, "ten_a", "run_test", tc, m, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +187,11 @@ func TestDeliveryValues(t *testing.T) {
 		return nil
 	})
 	log.Reset()
-	if _, err := resolveDelivery(t.Context(), b, "ten_a", tc, m, &log); err == nil || strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), `"api"`) {
+	if _, err := resolveDelivery(t.Context(), b, "ten_a", "run_test", tc, m, &log); err == nil || strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), `"api"`) {
 		t.Errorf("a broken secret: %v", err)
 	}
 	// No broker: a task that names secrets fails, naming the fix.
-	if _, err := resolveDelivery(t.Context(), nil, "ten_a", tc, m, &log); !errors.Is(err, errNoBroker) {
+	if _, err := resolveDelivery(t.Context(), nil, "ten_a", "run_test", tc, m, &log); !errors.Is(err, errNoBroker) {
 		t.Errorf("no broker: %v", err)
 	}
 }

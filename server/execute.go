@@ -104,7 +104,7 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 			return failed("credentials: their resolution could not be recorded in the audit log, so none was resolved")
 		}
 	}
-	deliv, err := resolveDelivery(ctx, e.Broker, run.TenantID, tc, m, logf)
+	deliv, err := resolveDelivery(ctx, e.Broker, run.TenantID, run.ID, tc, m, logf)
 	if err != nil {
 		return failed("credentials: %v", err)
 	}
@@ -124,7 +124,7 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: true, Key: e.Key, SandboxState: sandboxState, Tenant: tenant,
 		Sandbox: e.Sandbox, Memory: memory.Options{NoGit: true}, Log: logf, Version: e.Version,
-		Env: deliv.Env, Inject: deliv.Inject, Redact: pool,
+		Env: deliv.Env, Inject: deliv.Inject, Repository: deliv.Repo, Redact: pool,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -42,7 +42,7 @@ func repoProxy(t *testing.T, tc TaskConfig, m *manifest.Manifest) (proxy string,
 	if err := st.Put("ten_a", "git", []byte("git-s3cr3t")); err != nil {
 		t.Fatal(err)
 	}
-	d, err := resolveDelivery(t.Context(), &broker.Broker{Store: st}, "ten_a", tc, m, io.Discard)
+	d, err := resolveDelivery(t.Context(), &broker.Broker{Store: st}, "ten_a", "run_test", tc, m, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +58,7 @@ func repoProxy(t *testing.T, tc TaskConfig, m *manifest.Manifest) (proxy string,
 	t.Cleanup(web.Close)
 	cfg := egress.DefaultConfig(grant.New(m.Grants))
 	cfg.Inject = d.Inject
+	cfg.Repository = d.Repo
 	cfg.Resolver = func(ctx context.Context, host string) ([]netip.Addr, error) {
 		if host == "git.test" {
 			return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
@@ -135,23 +136,67 @@ func TestRedteam16RepoTokenOnlyForTheRepository(t *testing.T) {
 	}
 }
 
-// TestRedteam16PushBypassesReview: FINDING. Git pushes from inside the
-// sandbox while the run executes (server.TestSandboxedGit pushes a
-// commit), with the injected token, before the run has finished and so
-// before its change is tiered and reviewed; the review covers only the
-// declared outputs, not what was pushed. A high-risk change (a workflow,
-// `curl | sh`) reaches the repository with no approval at all. The secure
-// behaviour: the token never authorizes a push (git-receive-pack) from
-// inside the run; pushing waits for an accepted review.
+// TestRedteam16PushBypassesReview: FINDING, fixed. Git pushed from
+// inside the sandbox while the run executed, with the injected token, to
+// any ref, before the run had finished and so before its change was
+// tiered and reviewed: a high-risk change reached the repository's
+// branches with no approval. The secure behaviour (the fix's design,
+// docs/governance.md): a push from inside the run reaches the git server
+// only when every ref it updates is under the run's review ref
+// (refs/heads/cordon/review/RUN), and it deletes nothing; a push to main,
+// a deletion, another run's review ref, push options or a push
+// certificate never reach the server.
+//
+// The test as first written asserted that no receive-pack request at
+// all carried the token; that contradicts the design, under which the
+// run pushes its commits to its review ref (the push is reviewable there
+// and lands on a protected branch only by the operator's merge), so the
+// advertisement and the review ref's push carry the token.
 func TestRedteam16PushBypassesReview(t *testing.T) {
 	tc, grants := repoTask()
 	proxy, seen := repoProxy(t, tc, testManifest(t, grants))
-	through(t, proxy, "GET http://git.test/acme/app.git/info/refs?service=git-receive-pack HTTP/1.1\r\nHost: git.test\r\n\r\n")
-	through(t, proxy, "POST http://git.test/acme/app.git/git-receive-pack HTTP/1.1\r\nHost: git.test\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: 4\r\n\r\n0000")
-	for _, s := range seen() {
-		if strings.Contains(s, "receive-pack") && strings.HasSuffix(s, "auth=true") {
-			t.Errorf("a push carried the repository's token before any review: %s", s)
+	const (
+		zero = "0000000000000000000000000000000000000000"
+		one  = "1111111111111111111111111111111111111111"
+	)
+	pkt := func(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
+	push := func(cmds string) string {
+		body := cmds + "0000PACK"
+		return fmt.Sprintf("POST http://git.test/acme/app.git/git-receive-pack HTTP/1.1\r\nHost: git.test\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	review := ReviewRef("run_test")
+	if got := through(t, proxy, "GET http://git.test/acme/app.git/info/refs?service=git-receive-pack HTTP/1.1\r\nHost: git.test\r\n\r\n"); got != 200 {
+		t.Errorf("control: the push's advertisement: %d", got)
+	}
+	if got := through(t, proxy, push(pkt(zero+" "+one+" "+review+"\x00report-status side-band-64k"))); got != 200 {
+		t.Errorf("control: a push to the review ref: %d", got)
+	}
+	for name, cmds := range map[string]string{
+		"main":             pkt(zero + " " + one + " refs/heads/main\x00report-status"),
+		"main second":      pkt(zero+" "+one+" "+review+"/a\x00report-status") + pkt(zero+" "+one+" refs/heads/main"),
+		"another run":      pkt(zero + " " + one + " " + ReviewRef("run_other") + "\x00report-status"),
+		"prefix sibling":   pkt(zero + " " + one + " " + review + "x\x00report-status"),
+		"deletion":         pkt(one + " " + zero + " " + review + "\x00report-status delete-refs"),
+		"push options":     pkt(zero+" "+one+" "+review+"\x00report-status push-options") + "0000" + pkt("ci.skip"),
+		"push certificate": pkt("push-cert\x00report-status") + pkt("certificate version 0.1\n"),
+		"tag":              pkt(zero + " " + one + " refs/tags/v1\x00report-status"),
+		"dot-dot":          pkt(zero + " " + one + " " + review + "/../../main\x00report-status"),
+		"empty":            "",
+		"upper-case hex":   pkt(zero + " " + strings.ToUpper("abcdef0123456789abcdef0123456789abcdef01") + " " + review + "\x00report-status"),
+		"oversized line":   pkt(zero + " " + one + " " + review + "/" + strings.Repeat("a", 2000)),
+	} {
+		if got := through(t, proxy, push(cmds)); got != 403 {
+			t.Errorf("%s: a push answered %d, want 403", name, got)
 		}
+	}
+	pushes := 0
+	for _, s := range seen() {
+		if strings.HasPrefix(s, "POST /acme/app.git/git-receive-pack") {
+			pushes++
+		}
+	}
+	if pushes != 1 {
+		t.Errorf("the git host saw %d pushes, want only the review ref's: %q", pushes, seen())
 	}
 }
 
@@ -198,7 +243,7 @@ func TestRedteam16RefTricks(t *testing.T) {
 		if err := checkDelivery(tc, m); err == nil {
 			t.Errorf("%q: accepted at write", ref)
 		}
-		if d, err := resolveDelivery(t.Context(), b, "ten_a", tc, m, io.Discard); err == nil {
+		if d, err := resolveDelivery(t.Context(), b, "ten_a", "run_test", tc, m, io.Discard); err == nil {
 			t.Errorf("%q: resolved to %q", ref, d.Env["TOKEN"])
 		}
 	}
@@ -211,7 +256,7 @@ func TestRedteam16RefTricks(t *testing.T) {
 	}
 	// A value that cannot be a header: the error names the reference.
 	tc := TaskConfig{Secrets: []SecretUse{{Ref: "nl", Header: "Authorization", URL: "http://api.example.com"}}}
-	_, err := resolveDelivery(t.Context(), b, "ten_a", tc, m, io.Discard)
+	_, err := resolveDelivery(t.Context(), b, "ten_a", "run_test", tc, m, io.Discard)
 	if err == nil || strings.Contains(err.Error(), "Evil") || !strings.Contains(err.Error(), `"nl"`) {
 		t.Errorf("a newline value: %v", err)
 	}
