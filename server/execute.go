@@ -66,6 +66,14 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return failed("run directory: %v", err)
 	}
+	// The run's directory holds its workspace, outputs included, which
+	// stays on the worker (CLAIMS.md, Known limitations): closed to every
+	// other user, even where StateDir/runs was made wider before.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o700); err != nil {
+			return failed("run directory: %v", err)
+		}
+	}
 	ws := filepath.Join(dir, "ws")
 	// Mkdir, not MkdirAll: a workspace that exists belongs to an earlier
 	// attempt, and a run is never executed twice.
