@@ -134,6 +134,12 @@ func checkDelivery(tc TaskConfig, m *manifest.Manifest) error {
 	if err := r.CheckGrants(m.Grants); err != nil {
 		return fmt.Errorf("repository: %w", err)
 	}
+	if r.Scheme != "http" && len(envs) > 0 {
+		// The grant set reaches only the repository, so a secret in the
+		// environment could only serve to authenticate there: over TLS
+		// the proxy cannot confine that push to the run's review ref.
+		return fmt.Errorf("repository: a task with an https:// repository cannot receive a secret by env: the egress proxy cannot read a push over TLS to confine it to the run's review ref, and the secret could authorize one; use an http:// repository (its token is injected and its pushes confined) or no env secret")
+	}
 	if rc.Token == "" {
 		if rc.User != "" {
 			return fmt.Errorf("repository.user: given without a token")

@@ -239,6 +239,7 @@ func TestCheckDelivery(t *testing.T) {
 		"env and header":       {m, TaskConfig{Secrets: []SecretUse{{Ref: "a", Header: "Authorization", URL: "http://api.example.com"}, {Ref: "store:a", Env: "TOKEN"}}}, "both delivered by env"},
 		"two headers":          {m, TaskConfig{Secrets: []SecretUse{{Ref: "a", Header: "Authorization", URL: "http://api.example.com"}, {Ref: "store:a", Header: "X-Key", URL: "http://api.example.com"}}}, ""},
 		"push ref by env":      {pushRef, TaskConfig{Secrets: []SecretUse{{Ref: "a", Env: "CORDON_GIT_PUSH_REF"}}}, "twice"},
+		"https repo env":       {testManifest(t, `"env":["TOKEN"],"egress":[{"host":"git.example.com","proto":"tcp","ports":[443,443]}],`), TaskConfig{Repository: &RepoConfig{URL: "https://git.example.com/r.git"}, Secrets: []SecretUse{{Ref: "a", Env: "TOKEN"}}}, "cannot receive a secret by env"},
 		"repo and header":      {git, TaskConfig{Repository: &RepoConfig{URL: "http://git.example.com/r.git", Token: "t"}, Secrets: []SecretUse{{Ref: "a", Header: "Authorization", URL: "http://git.example.com"}}}, "already"},
 	} {
 		err := checkDelivery(c.tc, c.m)
