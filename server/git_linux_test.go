@@ -151,7 +151,9 @@ git fetch -q origin
 test "$(git rev-parse origin/main)" = "$(git rev-parse HEAD~1)"
 if git ls-remote ` + other.url + ` >/dev/null 2>&1; then echo reached-other; exit 3; fi`
 	repo := `{"url":"` + g.url + `","token":"gh"}`
-	e.must(200, "PUT", "/v1/projects/p", keys["member"], gitProject(grants, script, repo))
+	// The run's change (its declared output w/f, the file it committed)
+	// is put to review; the review shows what was pushed.
+	e.must(200, "PUT", "/v1/projects/p", keys["member"], strings.Replace(gitProject(grants, script, repo), `"outputs":[]`, `"outputs":["w/f"]`, 1))
 	id, got := e.runProject(keys)
 	logb, _ := os.ReadFile(filepath.Join(e.dir, "runs", id, "log"))
 	if got.State != store.StateFinished || got.Status != "finished" || !strings.Contains(string(logb), "run sh push.sh: exit 0") {
@@ -205,6 +207,21 @@ if git ls-remote ` + other.url + ` >/dev/null 2>&1; then echo reached-other; exi
 	head := strings.TrimSpace(gitRun(t, "-C", bare, "rev-parse", server.ReviewRef(id)))
 	if !strings.Contains(j, `"pushed":["`+server.ReviewRef(id)+` `) || !strings.Contains(j, head) {
 		t.Errorf("the journal does not record the push of %s to %s:\n%.3000s", head, server.ReviewRef(id), j)
+	}
+	var rv struct {
+		Pushed    []string `json:"pushed"`
+		Statement string   `json:"statement"`
+	}
+	e.must(200, "GET", "/v1/runs/"+id+"/review", keys["member"], "").json(t, &rv)
+	if want := server.ReviewRef(id) + " 0000000000000000000000000000000000000000 " + head; len(rv.Pushed) != 1 || rv.Pushed[0] != want {
+		t.Errorf("the review shows pushed %q, want [%q]", rv.Pushed, want)
+	}
+	var dsse struct {
+		Payload string `json:"payload"`
+	}
+	json.Unmarshal([]byte(rv.Statement), &dsse)
+	if p, _ := base64.StdEncoding.DecodeString(dsse.Payload); !strings.Contains(string(p), `"pushed":["`+server.ReviewRef(id)+` `) {
+		t.Errorf("the signed review statement does not name the push: %q", p)
 	}
 	if !strings.Contains(j, `"rule":"repository"`) || !strings.Contains(j, `refs/heads/main`) || !strings.Contains(j, `deletes `+server.ReviewRef(id)) {
 		t.Errorf("the journal does not record the refused push to main and the refused deletion:\n%.3000s", j)
