@@ -86,7 +86,7 @@ func (p *Proxy) forward(s *session, cr *clientReader, br *bufio.Reader, req *htt
 		return false
 	}
 	rec.Host, rec.Port = t.host, t.port
-	if req.Method == "TRACE" || req.Method == "TRACK" {
+	if strings.EqualFold(req.Method, "TRACE") || strings.EqualFold(req.Method, "TRACK") {
 		// A server that implements TRACE echoes the request, injected
 		// headers included, back to the sandbox.
 		p.refuse(s, rec, http.StatusMethodNotAllowed, req.Method+" is not forwarded: it echoes the request's headers back")

@@ -157,13 +157,15 @@ func TestRepository(t *testing.T) {
 	if _, resp, _ := env.connect("allowed.test:80"); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("CONNECT to the repository's host and port: %s, want 403", resp.Status)
 	}
-	if _, resp, _ := env.send("TRACE http://other.test/ HTTP/1.1\r\n\r\n"); resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("TRACE: %s, want 405", resp.Status)
+	for _, m := range []string{"TRACE", "trace", "TRACK"} {
+		if _, resp, _ := env.send(m + " http://other.test/ HTTP/1.1\r\n\r\n"); resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s: %s, want 405", m, resp.Status)
+		}
 	}
 	if got := seen(); len(got) != before {
 		t.Errorf("refused requests reached the server: %q", got[before:])
 	}
-	for _, r := range env.records(len(allowed) + len(refused) + 2)[len(allowed):] {
+	for _, r := range env.records(len(allowed) + len(refused) + 4)[len(allowed):] {
 		if r.Allow || r.Status != http.StatusForbidden && r.Status != http.StatusMethodNotAllowed || r.Rule != ruleRepository && r.Rule != ruleRequest {
 			t.Errorf("a refusal recorded as %+v", r)
 		}
