@@ -101,3 +101,14 @@ func CheckRef(ref string) error {
 	_, _, err := parseRef(ref)
 	return err
 }
+
+// CanonicalRef returns a tenant's reference in one spelling,
+// "SOURCE:NAME" ("db" and "store:db" are the same secret), or the error
+// CheckRef gives.
+func CanonicalRef(ref string) (string, error) {
+	source, name, err := parseRef(ref)
+	if err != nil {
+		return "", err
+	}
+	return source + ":" + name, nil
+}

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -85,6 +86,27 @@ func (p *Proxy) forward(s *session, cr *clientReader, br *bufio.Reader, req *htt
 		return false
 	}
 	rec.Host, rec.Port = t.host, t.port
+	if strings.EqualFold(req.Method, "TRACE") || strings.EqualFold(req.Method, "TRACK") {
+		// A server that implements TRACE echoes the request, injected
+		// headers included, back to the sandbox.
+		p.refuse(s, rec, http.StatusMethodNotAllowed, req.Method+" is not forwarded: it echoes the request's headers back")
+		return false
+	}
+	repo := p.cfg.Repository
+	if repo != nil && (repo.Host != t.host || repo.Port != t.port) {
+		repo = nil
+	}
+	push := false
+	if repo != nil {
+		if push, err = repo.route(req.Method, t.path); err != nil {
+			p.refuseRepo(s, rec, err.Error())
+			return false
+		}
+		if push && req.Header.Get("Content-Encoding") != "" {
+			p.refuseRepo(s, rec, "a push with a Content-Encoding: the proxy reads the command list of a plain body only")
+			return false
+		}
+	}
 	if e := req.Header.Values("Expect"); len(e) > 1 || len(e) == 1 && !strings.EqualFold(e[0], "100-continue") {
 		p.refuse(s, rec, http.StatusExpectationFailed, "only Expect: 100-continue is supported")
 		return false
@@ -122,6 +144,19 @@ func (p *Proxy) forward(s *session, cr *clientReader, br *bufio.Reader, req *htt
 		if _, err := io.WriteString(client, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
 			return fail(0, err)
 		}
+	}
+	if push {
+		cmds, head, err := repo.checkPush(req.Body)
+		if err != nil {
+			rec.Allow = false
+			p.refuseRepo(s, rec, err.Error())
+			return false
+		}
+		rec.Pushed = cmds
+		req.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), req.Body), req.Body}
 	}
 	if err := writeRequest(up, req, t, p.cfg.Inject, rec); err != nil {
 		return fail(http.StatusBadGateway, fmt.Errorf("send request: %w", err))

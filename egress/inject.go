@@ -26,6 +26,12 @@ type Injection struct {
 	// Label names the injection in the proxy's records (Record.Injected),
 	// e.g. `Authorization from secret "gh"`; never the value.
 	Label string
+	// Path, if not "", narrows the injection to requests whose path
+	// (before the query) is Path or below it (Path + "/…"), in the one
+	// spelling checkRepoPath allows: a request path with a dot or empty
+	// segment, or any percent escape, gets no injection. Path is "/…"
+	// without a trailing slash.
+	Path string
 }
 
 // forbiddenInject are headers an injection may not set: framing, routing
@@ -47,6 +53,8 @@ func CheckInjection(in Injection) error {
 		return fmt.Errorf("egress: injection header %q is not a canonical header name (e.g. Authorization)", in.Header)
 	case forbiddenInject[in.Header] || strings.HasPrefix(in.Header, "Proxy-"):
 		return fmt.Errorf("egress: injection header %q frames or routes the request; the proxy sets it", in.Header)
+	case in.Path != "" && checkRepoPath(in.Path) != nil:
+		return fmt.Errorf("egress: injection path %q: %v", in.Path, checkRepoPath(in.Path))
 	case len(in.Value) == 0 || !httpguts.ValidHeaderFieldValue(string(in.Value)):
 		return fmt.Errorf("egress: the value injected as %s for %s is empty or holds bytes a header cannot (a newline, a control character)", in.Header, in.Host)
 	}
@@ -61,10 +69,20 @@ func CheckInjection(in Injection) error {
 func inject(ins []Injection, h http.Header, t target) []string {
 	var labels []string
 	for _, in := range ins {
-		if in.Host == t.host && in.Port == t.port {
+		if in.Host == t.host && in.Port == t.port && in.covers(t.path) {
 			h[in.Header] = []string{string(in.Value)}
 			labels = append(labels, in.Label)
 		}
 	}
 	return labels
+}
+
+// covers reports whether the injection applies to a request for target
+// (origin-form path and query).
+func (in Injection) covers(target string) bool {
+	if in.Path == "" {
+		return true
+	}
+	p, _, _ := strings.Cut(target, "?")
+	return checkRequestPath(p) == nil && (p == in.Path || strings.HasPrefix(p, in.Path+"/"))
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,9 @@ func TestInjection(t *testing.T) {
 		t.Errorf("upstream saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	recs := env.records(5)
+	// A record is emitted after its response is written, so the next
+	// request's can come first: order them by when each request began.
+	slices.SortFunc(recs, func(a, b Record) int { return a.Start.Compare(b.Start) })
 	for i, r := range recs {
 		if line := fmt.Sprintf("%+v %v %s", r, r, r.String()); strings.Contains(line, "s3cr3t") {
 			t.Errorf("record %d holds the value: %s", i, line)

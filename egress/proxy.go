@@ -69,6 +69,10 @@ type Config struct {
 	// Inject adds credentials as headers to plain HTTP requests for one
 	// host and port each (Injection); checked by New.
 	Inject []Injection
+	// Repository, if not nil, confines plain HTTP to its host and port to
+	// git's smart HTTP for that one repository, and pushes to its push
+	// ref (Repository); checked by New.
+	Repository *Repository
 }
 
 // DefaultMaxRecords is DefaultConfig's MaxRecords.
@@ -113,6 +117,9 @@ type Record struct {
 	// Injected names the headers the proxy injected into this request
 	// (Injection.Label), never their values; "" when none.
 	Injected string
+	// Pushed lists the commands of an allowed push to the repository
+	// (Config.Repository), each "REF OLD NEW" with the object ids in hex.
+	Pushed []string
 
 	reserved bool // the request holds a record slot (Proxy.reserve)
 }
@@ -204,6 +211,11 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, fmt.Errorf("egress: %w: two injections of %s for %s:%d", ErrInvalidConfig, in.Header, in.Host, in.Port)
 		}
 		seen[k] = true
+	}
+	if cfg.Repository != nil {
+		if err := CheckRepository(*cfg.Repository); err != nil {
+			return nil, fmt.Errorf("egress: %w: %w", ErrInvalidConfig, err)
+		}
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = func(ctx context.Context, host string) ([]netip.Addr, error) {
@@ -670,6 +682,14 @@ func (p *Proxy) deny(s *session, rec *Record, v verdict) {
 	rec.Status = http.StatusForbidden
 	p.record(*rec)
 	p.replyClose(s, rec.Status, rec.String())
+}
+
+// refuseRepo records a request the repository's confinement refuses
+// (rule "repository", 403).
+func (p *Proxy) refuseRepo(s *session, rec *Record, reason string) {
+	rec.Allow, rec.Rule, rec.Reason, rec.Status = false, ruleRepository, reason, http.StatusForbidden
+	p.record(*rec)
+	p.replyClose(s, rec.Status, "egress: refused: "+reason)
 }
 
 // refuse records a refusal of a malformed request (rule "request", 400).

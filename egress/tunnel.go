@@ -206,6 +206,10 @@ func (p *Proxy) connect(s *session, br *bufio.Reader, req *http.Request, rec *Re
 		p.refuse(s, rec, http.StatusBadRequest, "a CONNECT request has no body")
 		return
 	}
+	if r := p.cfg.Repository; r != nil && r.Host == t.host && r.Port == t.port {
+		p.refuseRepo(s, rec, "a tunnel to the repository's host and port would carry requests the proxy cannot read; git reaches the repository by plain HTTP")
+		return
+	}
 	v, up, err := p.dial(s, t.host, t.port)
 	if !v.allow {
 		p.deny(s, rec, v)

@@ -52,6 +52,17 @@ type RepoConfig struct {
 // GitURLEnv is the variable that carries a task's repository URL.
 const GitURLEnv = "CORDON_GIT_URL"
 
+// GitPushRefEnv is the variable that carries the run's review ref, the
+// only ref a run may push to (ReviewRef).
+const GitPushRefEnv = "CORDON_GIT_PUSH_REF"
+
+// ReviewRef is the ref a run may push to in its task's repository, with
+// the refs below it: a branch in a per-run review namespace. The egress
+// proxy refuses a push to any other ref (egress.Repository); promoting
+// an accepted review ref to a protected branch is the operator's (CI or
+// a maintainer), not the platform's.
+func ReviewRef(runID string) string { return "refs/heads/cordon/review/" + runID }
+
 const maxSecretUses = 32
 
 var basicUserRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -66,10 +77,26 @@ func checkDelivery(tc TaskConfig, m *manifest.Manifest) error {
 	e := grant.New(m.Grants)
 	envs := map[string]bool{}
 	dests := map[string]bool{}
+	// byEnv and injected are the secrets (canonical references) delivered
+	// by env and injected: a secret is delivered one way only, so that an
+	// injected credential (the repository's token above all) never
+	// enters the sandbox as a variable too.
+	byEnv, injected := map[string]string{}, map[string]string{}
 	for i, u := range tc.Secrets {
 		at := fmt.Sprintf("secrets[%d]", i)
-		if err := broker.CheckRef(u.Ref); err != nil {
+		canon, err := broker.CanonicalRef(u.Ref)
+		if err != nil {
 			return fmt.Errorf("%s.ref: %w", at, err)
+		}
+		if u.Env != "" {
+			if _, ok := byEnv[canon]; !ok {
+				byEnv[canon] = at
+			}
+		} else if _, ok := injected[canon]; !ok {
+			injected[canon] = at
+		}
+		if a, b := byEnv[canon], injected[canon]; a != "" && b != "" {
+			return fmt.Errorf("%s: secret %q is both delivered by env (%s) and injected (%s); an injected secret never enters the sandbox, so deliver it one way", at, u.Ref, a, b)
 		}
 		switch {
 		case u.Env != "" && (u.Header != "" || u.URL != "" || u.Prefix != ""):
@@ -78,7 +105,7 @@ func checkDelivery(tc TaskConfig, m *manifest.Manifest) error {
 			if !slices.Contains(m.Grants.Env, u.Env) {
 				return fmt.Errorf("%s.env: the manifest's grant set does not list %q in \"env\"; a secret enters the sandbox's environment only under a granted name", at, u.Env)
 			}
-			if u.Env == GitURLEnv || envs[u.Env] {
+			if u.Env == GitURLEnv || u.Env == GitPushRefEnv || envs[u.Env] {
 				return fmt.Errorf("%s.env: %q is delivered twice", at, u.Env)
 			}
 			envs[u.Env] = true
@@ -107,14 +134,24 @@ func checkDelivery(tc TaskConfig, m *manifest.Manifest) error {
 	if err := r.CheckGrants(m.Grants); err != nil {
 		return fmt.Errorf("repository: %w", err)
 	}
+	if r.Scheme != "http" && len(envs) > 0 {
+		// The grant set reaches only the repository, so a secret in the
+		// environment could only serve to authenticate there: over TLS
+		// the proxy cannot confine that push to the run's review ref.
+		return fmt.Errorf("repository: a task with an https:// repository cannot receive a secret by env: the egress proxy cannot read a push over TLS to confine it to the run's review ref, and the secret could authorize one; use an http:// repository (its token is injected and its pushes confined) or no env secret")
+	}
 	if rc.Token == "" {
 		if rc.User != "" {
 			return fmt.Errorf("repository.user: given without a token")
 		}
 		return nil
 	}
-	if err := broker.CheckRef(rc.Token); err != nil {
+	canon, err := broker.CanonicalRef(rc.Token)
+	if err != nil {
 		return fmt.Errorf("repository.token: %w", err)
+	}
+	if at := byEnv[canon]; at != "" {
+		return fmt.Errorf("repository.token: secret %q is the repository's token, and %s delivers it by env: the repository's token is only ever injected by the egress proxy, never put in the sandbox", rc.Token, at)
 	}
 	if rc.User != "" && !basicUserRE.MatchString(rc.User) {
 		return fmt.Errorf("repository.user %q: 1 to 64 of A-Z a-z 0-9 . _ -", rc.User)
@@ -158,6 +195,7 @@ func injection(url, header, prefix string, e *grant.Enforcer) (egress.Injection,
 type delivery struct {
 	Env     map[string]string
 	Inject  []egress.Injection
+	Repo    *egress.Repository // the repository's confinement; nil without an http:// repository
 	secrets []*broker.Secret
 	bufs    [][]byte
 }
@@ -181,13 +219,24 @@ var errNoBroker = errors.New("the task names secrets, and this server has no cre
 // time, on the host that runs it. tenant is the run's tenant as the
 // store recorded it, never anything in the configuration. Log receives
 // one line per delivery, naming the reference, never the value.
-func resolveDelivery(ctx context.Context, b *broker.Broker, tenant string, tc TaskConfig, m *manifest.Manifest, log io.Writer) (*delivery, error) {
+func resolveDelivery(ctx context.Context, b *broker.Broker, tenant, runID string, tc TaskConfig, m *manifest.Manifest, log io.Writer) (*delivery, error) {
 	if err := checkDelivery(tc, m); err != nil { // checked at every write; again here
 		return nil, err
 	}
 	d := &delivery{Env: map[string]string{}}
 	if tc.Repository != nil {
 		d.Env[GitURLEnv] = tc.Repository.URL
+		d.Env[GitPushRefEnv] = ReviewRef(runID)
+		r, _ := gitremote.Parse(tc.Repository.URL) // checked above
+		if r.Scheme == "http" {
+			// The proxy reads plain HTTP only: an https:// repository's
+			// requests pass through a tunnel it cannot confine (CLAIMS.md,
+			// Known limitations).
+			d.Repo = &egress.Repository{Host: r.HostString(), Port: r.Port, Path: r.Path, PushRef: ReviewRef(runID)}
+			if err := egress.CheckRepository(*d.Repo); err != nil {
+				return nil, fmt.Errorf("repository: %w", err)
+			}
+		}
 	}
 	if len(tc.Secrets) == 0 && (tc.Repository == nil || tc.Repository.Token == "") {
 		return d, nil
@@ -255,7 +304,7 @@ func resolveDelivery(ctx context.Context, b *broker.Broker, tenant string, tc Ta
 		base64.StdEncoding.Encode(v[len("Basic "):], raw)
 		clear(raw)
 		d.bufs = append(d.bufs, v)
-		in := egress.Injection{Host: r.HostString(), Port: r.Port, Header: "Authorization", Value: v,
+		in := egress.Injection{Host: r.HostString(), Port: r.Port, Path: r.Path, Header: "Authorization", Value: v,
 			Label: fmt.Sprintf("Authorization from secret %q (the repository's token)", rc.Token)}
 		if err := egress.CheckInjection(in); err != nil {
 			return nil, fmt.Errorf("repository token %q: %w", rc.Token, err)

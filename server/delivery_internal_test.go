@@ -17,6 +17,7 @@ import (
 
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/broker"
+	"github.com/cordon-dev/cordon/egress"
 )
 
 // recordingBackend is a fake HTTP secrets backend that records every
@@ -107,7 +108,7 @@ func TestDeliveryEntitlementMatrix(t *testing.T) {
 			be.take()
 			tc := TaskConfig{Secrets: []SecretUse{{Ref: c.ref, Env: "V"}}}
 			var log bytes.Buffer
-			d, err := resolveDelivery(t.Context(), b, ten, tc, m, &log)
+			d, err := resolveDelivery(t.Context(), b, ten, "run_test", tc, m, &log)
 			reqs := be.take()
 			cell := fmt.Sprintf("tenant %s ref %q", ten, c.ref)
 			if c.own {
@@ -150,18 +151,24 @@ func TestDeliveryValues(t *testing.T) {
 		Repository: &RepoConfig{URL: "http://127.0.0.1:8080/r.git", Token: "git"},
 	}
 	var log bytes.Buffer
-	d, err := resolveDelivery(t.Context(), b, "ten_a", tc, m, &log)
+	d, err := resolveDelivery(t.Context(), b, "ten_a", "run_test", tc, m, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Env[GitURLEnv] != "http://127.0.0.1:8080/r.git" || len(d.Inject) != 2 {
 		t.Fatalf("delivery %+v", d)
 	}
+	// The run's review ref, and the repository's confinement: git's
+	// requests for /r.git only, pushes to the review ref only.
+	if d.Env[GitPushRefEnv] != "refs/heads/cordon/review/run_test" || d.Repo == nil ||
+		*d.Repo != (egress.Repository{Host: "127.0.0.1", Port: 8080, Path: "/r.git", PushRef: "refs/heads/cordon/review/run_test"}) {
+		t.Errorf("the repository's delivery: env %q, confinement %+v", d.Env[GitPushRefEnv], d.Repo)
+	}
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:git-secret"))
 	if in := d.Inject[0]; in.Host != "127.0.0.1" || in.Port != 8080 || in.Header != "X-Api-Key" || string(in.Value) != "Key api-secret" {
 		t.Errorf("injection %+v", in)
 	}
-	if in := d.Inject[1]; in.Header != "Authorization" || string(in.Value) != basic || !strings.Contains(in.Label, `"git"`) {
+	if in := d.Inject[1]; in.Header != "Authorization" || in.Path != "/r.git" || string(in.Value) != basic || !strings.Contains(in.Label, `"git"`) {
 		t.Errorf("injection %+v", in)
 	}
 	for _, in := range d.Inject {
@@ -187,11 +194,11 @@ func TestDeliveryValues(t *testing.T) {
 		return nil
 	})
 	log.Reset()
-	if _, err := resolveDelivery(t.Context(), b, "ten_a", tc, m, &log); err == nil || strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), `"api"`) {
+	if _, err := resolveDelivery(t.Context(), b, "ten_a", "run_test", tc, m, &log); err == nil || strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), `"api"`) {
 		t.Errorf("a broken secret: %v", err)
 	}
 	// No broker: a task that names secrets fails, naming the fix.
-	if _, err := resolveDelivery(t.Context(), nil, "ten_a", tc, m, &log); !errors.Is(err, errNoBroker) {
+	if _, err := resolveDelivery(t.Context(), nil, "ten_a", "run_test", tc, m, &log); !errors.Is(err, errNoBroker) {
 		t.Errorf("no broker: %v", err)
 	}
 }
@@ -201,6 +208,7 @@ func TestCheckDelivery(t *testing.T) {
 	m := testManifest(t, `"env":["TOKEN"],"egress":[{"host":"api.example.com","proto":"tcp","ports":[80,80]}],`)
 	git := testManifest(t, `"egress":[{"host":"git.example.com","proto":"tcp","ports":[80,80]}],`)
 	gitTLS := testManifest(t, `"egress":[{"host":"git.example.com","proto":"tcp","ports":[443,443]}],`)
+	pushRef := testManifest(t, `"env":["CORDON_GIT_PUSH_REF"],`)
 	for name, c := range map[string]struct {
 		m    *manifest.Manifest
 		tc   TaskConfig
@@ -228,6 +236,10 @@ func TestCheckDelivery(t *testing.T) {
 		"repo file":            {git, TaskConfig{Repository: &RepoConfig{URL: "file:///srv/r.git"}}, "git remote refused"},
 		"repo on the api host": {m, TaskConfig{Repository: &RepoConfig{URL: "http://api.example.com/r.git"}}, ""},
 		"repo bad user":        {git, TaskConfig{Repository: &RepoConfig{URL: "http://git.example.com/r.git", Token: "t", User: "a:b"}}, "repository.user"},
+		"env and header":       {m, TaskConfig{Secrets: []SecretUse{{Ref: "a", Header: "Authorization", URL: "http://api.example.com"}, {Ref: "store:a", Env: "TOKEN"}}}, "both delivered by env"},
+		"two headers":          {m, TaskConfig{Secrets: []SecretUse{{Ref: "a", Header: "Authorization", URL: "http://api.example.com"}, {Ref: "store:a", Header: "X-Key", URL: "http://api.example.com"}}}, ""},
+		"push ref by env":      {pushRef, TaskConfig{Secrets: []SecretUse{{Ref: "a", Env: "CORDON_GIT_PUSH_REF"}}}, "twice"},
+		"https repo env":       {testManifest(t, `"env":["TOKEN"],"egress":[{"host":"git.example.com","proto":"tcp","ports":[443,443]}],`), TaskConfig{Repository: &RepoConfig{URL: "https://git.example.com/r.git"}, Secrets: []SecretUse{{Ref: "a", Env: "TOKEN"}}}, "cannot receive a secret by env"},
 		"repo and header":      {git, TaskConfig{Repository: &RepoConfig{URL: "http://git.example.com/r.git", Token: "t"}, Secrets: []SecretUse{{Ref: "a", Header: "Authorization", URL: "http://git.example.com"}}}, "already"},
 	} {
 		err := checkDelivery(c.tc, c.m)

@@ -66,6 +66,14 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return failed("run directory: %v", err)
 	}
+	// The run's directory holds its workspace, outputs included, which
+	// stays on the worker (CLAIMS.md, Known limitations): closed to every
+	// other user, even where StateDir/runs was made wider before.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o700); err != nil {
+			return failed("run directory: %v", err)
+		}
+	}
 	ws := filepath.Join(dir, "ws")
 	// Mkdir, not MkdirAll: a workspace that exists belongs to an earlier
 	// attempt, and a run is never executed twice.
@@ -104,7 +112,7 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 			return failed("credentials: their resolution could not be recorded in the audit log, so none was resolved")
 		}
 	}
-	deliv, err := resolveDelivery(ctx, e.Broker, run.TenantID, tc, m, logf)
+	deliv, err := resolveDelivery(ctx, e.Broker, run.TenantID, run.ID, tc, m, logf)
 	if err != nil {
 		return failed("credentials: %v", err)
 	}
@@ -124,7 +132,7 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: true, Key: e.Key, SandboxState: sandboxState, Tenant: tenant,
 		Sandbox: e.Sandbox, Memory: memory.Options{NoGit: true}, Log: logf, Version: e.Version,
-		Env: deliv.Env, Inject: deliv.Inject, Redact: pool,
+		Env: deliv.Env, Inject: deliv.Inject, Repository: deliv.Repo, Redact: pool,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

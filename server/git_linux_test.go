@@ -93,7 +93,7 @@ func gitRun(t *testing.T, args ...string) string {
 func gitGrants(port int) string {
 	return fmt.Sprintf(`{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
 "exec":{"allow":[{"name":"sh"},{"name":"git"}]},"fs":[{"path":"/usr/lib/git-core","access":"rx"}],
-"egress":[{"cidr":"127.0.0.1/32","proto":"tcp","ports":[%d,%d]}],"env":["CORDON_GIT_URL"],
+"egress":[{"cidr":"127.0.0.1/32","proto":"tcp","ports":[%d,%d]}],"env":["CORDON_GIT_URL","CORDON_GIT_PUSH_REF"],
 "limits":{"wall_ms":60000,"memory_bytes":536870912,"pids":64}}`, port, port)
 }
 
@@ -120,9 +120,12 @@ func gitProject(grants, script, repository string) string {
 // from a git server the test starts on loopback, commits and pushes —
 // git running inside the sandbox, through an egress grant of exactly
 // the repository's host and port, with the token from the broker
-// injected by the egress proxy for that host only (the sandbox never
-// holds it). A remote elsewhere is refused: at the project write, and
-// inside the sandbox by the egress proxy.
+// injected by the egress proxy for that repository only (the sandbox
+// never holds it). The push lands on the run's review ref
+// (CORDON_GIT_PUSH_REF); a push to main is refused by the proxy and
+// never reaches the server (red team 16, F1). A remote elsewhere is
+// refused: at the project write, and inside the sandbox by the egress
+// proxy.
 func TestSandboxedGit(t *testing.T) {
 	requireRoot(t, "its commands run under the project's memory and CPU limits, which a rootless run enforces only in a delegated cgroup v2 subtree")
 	const token = "gittok-0123456789abcdef"
@@ -140,36 +143,50 @@ git clone -q "$CORDON_GIT_URL" w
 cd w
 echo two >> f
 git -c user.name=agent -c user.email=agent@example.com commit -qam two
-git push -q origin HEAD:main
+git push -q origin "HEAD:$CORDON_GIT_PUSH_REF"
+if git push -q origin HEAD:main 2>/dev/null; then echo pushed-main; exit 4; fi
+if git push -q origin --delete "$CORDON_GIT_PUSH_REF" 2>/dev/null; then echo deleted; exit 5; fi
+git fetch -q origin "$CORDON_GIT_PUSH_REF"
+test "$(git rev-parse FETCH_HEAD)" = "$(git rev-parse HEAD)"
 git fetch -q origin
-test "$(git rev-parse origin/main)" = "$(git rev-parse HEAD)"
+test "$(git rev-parse origin/main)" = "$(git rev-parse HEAD~1)"
 if git ls-remote ` + other.url + ` >/dev/null 2>&1; then echo reached-other; exit 3; fi`
 	repo := `{"url":"` + g.url + `","token":"gh"}`
-	e.must(200, "PUT", "/v1/projects/p", keys["member"], gitProject(grants, script, repo))
+	// The run's change (its declared output w/f, the file it committed)
+	// is put to review; the review shows what was pushed.
+	e.must(200, "PUT", "/v1/projects/p", keys["member"], strings.Replace(gitProject(grants, script, repo), `"outputs":[]`, `"outputs":["w/f"]`, 1))
 	id, got := e.runProject(keys)
 	logb, _ := os.ReadFile(filepath.Join(e.dir, "runs", id, "log"))
-	if got.State != store.StateFinished || got.Status != "finished" {
+	if got.State != store.StateFinished || got.Status != "finished" || !strings.Contains(string(logb), "run sh push.sh: exit 0") {
 		t.Fatalf("run %+v\nlog:\n%s\ngit server saw %v", got, logb, g.requests())
 	}
-	// The commit arrived in the test's repository.
-	if log := gitRun(t, "-C", filepath.Join(g.root, "r.git"), "log", "--format=%s", "main"); log != "two\none\n" {
-		t.Fatalf("the repository's log is %q, want two, one\nrun log:\n%s", log, logb)
+	// The commit arrived in the test's repository, on the run's review
+	// ref only: main is untouched.
+	bare := filepath.Join(g.root, "r.git")
+	if log := gitRun(t, "-C", bare, "log", "--format=%s", server.ReviewRef(id)); log != "two\none\n" {
+		t.Fatalf("the review ref's log is %q, want two, one\nrun log:\n%s", log, logb)
 	}
-	// Every request carried the injected token; the push among them.
+	if log := gitRun(t, "-C", bare, "log", "--format=%s", "main"); log != "one\n" {
+		t.Errorf("main's log is %q, want one: a push from the run reached main", log)
+	}
+	// Every request carried the injected token; one push (the review
+	// ref's) reached the server, the refused ones did not.
 	reqs := g.requests()
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
-	pushed, fetches := false, 0
+	pushes, fetches := 0, 0
 	for _, r := range reqs {
 		if !strings.HasSuffix(r, " "+basic) {
 			t.Errorf("the git server got %q without the injected token", r)
 		}
-		pushed = pushed || strings.HasPrefix(r, "POST /r.git/git-receive-pack ")
+		if strings.HasPrefix(r, "POST /r.git/git-receive-pack ") {
+			pushes++
+		}
 		if strings.HasPrefix(r, "GET /r.git/info/refs?service=git-upload-pack ") { // the clone's, then the fetch's
 			fetches++
 		}
 	}
-	if !pushed || fetches < 2 {
-		t.Errorf("the git server did not see a clone, a push and a fetch: %v", reqs)
+	if pushes != 1 || fetches < 2 {
+		t.Errorf("the git server did not see a clone, one push and a fetch: %v", reqs)
 	}
 	if len(other.requests()) != 0 {
 		t.Errorf("the other git server was reached: %v", other.requests())
@@ -185,6 +202,30 @@ if git ls-remote ` + other.url + ` >/dev/null 2>&1; then echo reached-other; exi
 	}
 	if !strings.Contains(j, fmt.Sprintf(`"port":%d`, other.port)) || !strings.Contains(j, `"allow":false`) {
 		t.Errorf("the journal does not record the other server's denial")
+	}
+	// The journal names what was pushed (the review ref and the commit),
+	// and the refusals of the push to main and of the deletion.
+	head := strings.TrimSpace(gitRun(t, "-C", bare, "rev-parse", server.ReviewRef(id)))
+	if !strings.Contains(j, `"pushed":["`+server.ReviewRef(id)+` `) || !strings.Contains(j, head) {
+		t.Errorf("the journal does not record the push of %s to %s:\n%.3000s", head, server.ReviewRef(id), j)
+	}
+	var rv struct {
+		Pushed    []string `json:"pushed"`
+		Statement string   `json:"statement"`
+	}
+	e.must(200, "GET", "/v1/runs/"+id+"/review", keys["member"], "").json(t, &rv)
+	if want := server.ReviewRef(id) + " 0000000000000000000000000000000000000000 " + head; len(rv.Pushed) != 1 || rv.Pushed[0] != want {
+		t.Errorf("the review shows pushed %q, want [%q]", rv.Pushed, want)
+	}
+	var dsse struct {
+		Payload string `json:"payload"`
+	}
+	json.Unmarshal([]byte(rv.Statement), &dsse)
+	if p, _ := base64.StdEncoding.DecodeString(dsse.Payload); !strings.Contains(string(p), `"pushed":["`+server.ReviewRef(id)+` `) {
+		t.Errorf("the signed review statement does not name the push: %q", p)
+	}
+	if !strings.Contains(j, `"rule":"repository"`) || !strings.Contains(j, `refs/heads/main`) || !strings.Contains(j, `deletes `+server.ReviewRef(id)) {
+		t.Errorf("the journal does not record the refused push to main and the refused deletion:\n%.3000s", j)
 	}
 
 	// A remote elsewhere is refused when the project is written.

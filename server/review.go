@@ -130,6 +130,10 @@ func runChange(ws string, m *manifest.Manifest, inputs map[string]string) ([]ris
 // the server signs over it.
 type reviewView struct {
 	*store.Review
+	// Pushed lists what the run pushed to its repository's review ref,
+	// each "REF OLD NEW", read from the journal's egress entries (the
+	// statement signs it too); absent when nothing was pushed.
+	Pushed []string `json:"pushed,omitempty"`
 	// Statement is a DSSE envelope (payload type sign.PayloadReview),
 	// signed with the server's key (GET /v1/steward.pub), over the
 	// review and the digests of the run's stored evidence.
@@ -145,7 +149,30 @@ type reviewStatement struct {
 	Journal  string        `json:"journal_sha256"` // of the stored journal, "" when none
 	Record   string        `json:"record_sha256"`  // of the stored record archive
 	Review   *store.Review `json:"review"`
-	Snapshot string        `json:"snapshot"` // ContentId of the task snapshot executed
+	Snapshot string        `json:"snapshot"`         // ContentId of the task snapshot executed
+	Pushed   []string      `json:"pushed,omitempty"` // the run's pushes to its review ref, from the journal
+}
+
+// journalPushes returns the commands of every push the journal's egress
+// entries record ("pushed"), in order. A line that is not an entry is
+// skipped: the journal's digest, signed beside them, covers it.
+func journalPushes(journal []byte) []string {
+	var out []string
+	for line := range bytes.SplitSeq(journal, []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"pushed"`)) {
+			continue
+		}
+		var e struct {
+			Type string `json:"type"`
+			Body struct {
+				Pushed []string `json:"pushed"`
+			} `json:"body"`
+		}
+		if json.Unmarshal(line, &e) == nil && e.Type == "egress" {
+			out = append(out, e.Body.Pushed...)
+		}
+	}
+	return out
 }
 
 // ReviewStatementType is the statement's _type.
@@ -161,6 +188,9 @@ func (s *Server) reviewView(ctx context.Context, run *store.Run, rv *store.Revie
 		if b != nil {
 			sum := sha256.Sum256(b)
 			*dst = hex.EncodeToString(sum[:])
+			if which == "journal" {
+				st.Pushed = journalPushes(b)
+			}
 		}
 	}
 	st.Snapshot = canon.Sum(run.Config).String()
@@ -168,7 +198,7 @@ func (s *Server) reviewView(ctx context.Context, run *store.Run, rv *store.Revie
 	if err != nil {
 		return nil, err
 	}
-	return &reviewView{Review: rv, Statement: string(sign.Seal(s.cfg.Key, sign.PayloadReview, payload))}, nil
+	return &reviewView{Review: rv, Pushed: st.Pushed, Statement: string(sign.Seal(s.cfg.Key, sign.PayloadReview, payload))}, nil
 }
 
 func (s *Server) getReview(w http.ResponseWriter, r *http.Request) {

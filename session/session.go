@@ -107,6 +107,11 @@ type Config struct {
 	// sandbox never sees them, and each egress entry names the
 	// injections it carried, never their values.
 	Inject []egress.Injection
+	// Repository, if not nil, confines plain HTTP to one repository's
+	// host and port to git's smart HTTP for it, and pushes to one ref
+	// (egress.Repository); each allowed push's commands are in its
+	// egress entry ("pushed").
+	Repository *egress.Repository
 	// MaxEgress caps the egress decisions recorded per command
 	// (egress.Config.MaxRecords); 0 means egress.DefaultMaxRecords.
 	MaxEgress int64
@@ -378,6 +383,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 			cfg.MaxRecords = s.cfg.MaxEgress
 		}
 		cfg.Inject = s.cfg.Inject
+		cfg.Repository = s.cfg.Repository
 		cfg.Record = func(r egress.Record) {
 			if s.cfg.OnEgress != nil {
 				s.cfg.OnEgress(r)
@@ -534,6 +540,7 @@ func egressEntry(c Command, r egress.Record) entry.Egress {
 	e.Reason = quote(&e.Quoted, "reason", clip(r.Reason, 1024))
 	e.Error = quote(&e.Quoted, "error", clip(r.Error, 1024))
 	e.Injected = quote(&e.Quoted, "injected", r.Injected)
+	e.Pushed = r.Pushed // plain text: the proxy forwards only plain ref names and hex ids
 	if r.Addr.IsValid() {
 		e.Addr = r.Addr.String()
 	}

@@ -144,6 +144,10 @@ type Config struct {
 	// Inject are credentials the egress proxy adds as headers for one
 	// host each (session.Config.Inject); the sandbox never sees them.
 	Inject []egress.Injection
+	// Repository, if not nil, confines the egress proxy's plain HTTP to
+	// the task's repository to git's smart HTTP for it, and its pushes
+	// to the run's review ref (session.Config.Repository).
+	Repository *egress.Repository
 	// Image, if not nil, is every command's runtime in place of the
 	// host's (sandbox.Spec.Image); EnvID the environment manifest it
 	// comes from, recorded in run.start.
@@ -274,7 +278,7 @@ func start(ctx context.Context, cfg Config) (*run, error) {
 	r.sess, err = session.Open(ctx, session.Config{
 		Grants: cfg.Manifest.Grants, Tenant: cfg.Tenant, StateDir: cfg.SandboxState, Workspace: cfg.Workspace,
 		Recorder: r.rec, Sandbox: cfg.Sandbox, Meters: cfg.Meters, Powercap: cfg.Powercap, Version: cfg.Version,
-		Inject: cfg.Inject,
+		Inject: cfg.Inject, Repository: cfg.Repository,
 		OnEgress: func(rec egress.Record) {
 			if !rec.Allow {
 				r.logf("task %s: egress denied: %s", r.egressTask, oneLine(rec.String()))

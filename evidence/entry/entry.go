@@ -194,6 +194,7 @@ type Egress struct {
 	Status     int      `json:"status"`
 	Error      string   `json:"error,omitempty"`
 	Injected   string   `json:"injected,omitempty"` // the headers the proxy injected (by label: header and secret reference), never their values
+	Pushed     []string `json:"pushed,omitempty"`   // an allowed push's commands to the task's repository, each "REF OLD NEW"
 	BytesUp    int64    `json:"bytes_up"`
 	BytesDown  int64    `json:"bytes_down"`
 	StartUS    int64    `json:"start_us"` // µs since the epoch: ns would pass 2^53
