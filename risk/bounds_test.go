@@ -2,6 +2,8 @@ package risk_test
 
 import (
 	"context"
+	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -117,4 +119,34 @@ func TestDeletionArmsEveryLine(t *testing.T) {
 			t.Errorf("%s: %s, want %s", name, got, c.tier)
 		}
 	}
+}
+
+// FuzzAlternation: the one alternation a policy's line patterns are
+// compiled into never misses a line one of them matches (it is built
+// from each pattern's parsed form, so `\Q…` and flags stay inside it).
+func FuzzAlternation(f *testing.F) {
+	for _, s := range [][2]string{{`\Qa|b`, "a|b"}, {`(?i)x`, "X"}, {`^a$`, "a"}, {`(?m)^b`, "b"}, {`a\z`, "a"}, {`(?s).`, "\x00"}, {`\x{212a}`, "\u212a"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, line string) {
+		re, err := regexp.Compile(pattern)
+		if err != nil || len(pattern) > risk.MaxPatternLen || strings.ContainsAny(line, "\r\n") || !re.MatchString(line) {
+			return
+		}
+		b, _ := json.Marshal(pattern)
+		p, err := risk.Parse([]byte(`{"approvals":{"low":1,"medium":1,"high":2},"rules":[{"tier":"high","added_lines":["zz"]},{"tier":"medium","added_lines":[` + string(b) + `]}]}`))
+		if err != nil {
+			if pattern == "" {
+				return
+			}
+			t.Fatalf("%q: %v", pattern, err)
+		}
+		c, err := p.Classify([]risk.File{{Path: "x", New: []byte(line)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Tier == risk.Low {
+			t.Fatalf("pattern %q matches %q, but the classification is %+v", pattern, line, c)
+		}
+	})
 }
