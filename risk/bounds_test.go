@@ -3,9 +3,11 @@ package risk_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf16"
 
 	"github.com/cordon-dev/cordon/risk"
@@ -149,4 +151,42 @@ func FuzzAlternation(f *testing.F) {
 			t.Fatalf("pattern %q matches %q, but the classification is %+v", pattern, line, c)
 		}
 	})
+}
+
+// TestMaximalPolicy: a policy at every limit (256 rules of 64 line
+// patterns of 512 bytes) is too large for one alternation; it parses,
+// and a line matching its last pattern is still matched.
+func TestMaximalPolicy(t *testing.T) {
+	var rules []string
+	for i := range risk.MaxRules {
+		var ps []string
+		for j := range risk.MaxPatterns {
+			ps = append(ps, fmt.Sprintf(`"%s%03d%02d"`, strings.Repeat("a", risk.MaxPatternLen-5), i, j))
+		}
+		rules = append(rules, `{"tier":"medium","added_lines":[`+strings.Join(ps, ",")+`]}`)
+	}
+	rules[len(rules)-1] = strings.Replace(rules[len(rules)-1], "medium", "high", 1)
+	start := time.Now()
+	p, err := risk.Parse([]byte(`{"approvals":{"low":1,"medium":1,"high":2},"rules":[` + strings.Join(rules, ",") + `]}`))
+	if err != nil {
+		t.Fatalf("%.200s", err)
+	}
+	parsed := time.Since(start)
+	line := strings.Repeat("a", risk.MaxPatternLen-5) + "25563"
+	c, err := p.Classify([]risk.File{{Path: "x", New: []byte("b\n" + line + "\n")}})
+	if err != nil || c.Tier != risk.High || c.MatchesTotal != 1 || c.Matches[0].Line != 2 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	t.Logf("parsed in %v, classified in %v", parsed, time.Since(start)-parsed)
+}
+
+// TestLiteralPatterns: a pattern that is a plain literal is searched as
+// bytes; an anchored one is not taken for a literal.
+func TestLiteralPatterns(t *testing.T) {
+	p := mustParse(t, `{"approvals":{"low":1,"medium":1,"high":2},"rules":[{"tier":"high","added_lines":["^abc$","os\\.Setenv","(?:)z"]}]}`)
+	for line, want := range map[string]string{"abc": risk.High, "xabcx": risk.Low, "abcx": risk.Low, "a os.Setenv(": risk.High, "osXSetenv": risk.Low, "yz": risk.High, "y": risk.Low} {
+		if got := tierOf(t, p, risk.File{Path: "f", New: []byte(line)}); got != want {
+			t.Errorf("%q: %s, want %s", line, got, want)
+		}
+	}
 }

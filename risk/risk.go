@@ -69,10 +69,17 @@ type Policy struct {
 
 	id    canon.ID
 	rules []rule
-	// any is every added-line pattern of every rule as one alternation:
-	// a line runs the rules' own patterns only when it matches. nil when
-	// the policy has none. anyEmpty is whether it matches an empty line.
-	any      *regexp.Regexp
+	// The prefilter: a line runs the rules' own added-line patterns only
+	// when it holds one of lits, the literal prefixes every match of a
+	// pattern begins with (searched directly: faster than the pattern,
+	// and than an alternation, which loses them), or matches one of any,
+	// the patterns without such a prefix as alternations (one, unless
+	// they are too large to compile as one). hasLines is whether the
+	// policy has any added-line pattern; anyEmpty, whether one matches
+	// an empty line.
+	lits     [][]byte
+	any      []*regexp.Regexp
+	hasLines bool
 	anyEmpty bool
 }
 
@@ -94,6 +101,10 @@ type rule struct {
 	// folded against the folded path.
 	folded []string
 	lines  []*regexp.Regexp
+	// lits holds, for each of lines that is a plain literal, its bytes
+	// (searched directly: RE2 runs a long literal as an automaton when
+	// the line starts like it); nil for the others.
+	lits [][]byte
 }
 
 // Default is the policy in force when the operator has set none: every
@@ -152,7 +163,8 @@ func Parse(b []byte) (*Policy, error) {
 	if len(p.Rules) > MaxRules {
 		return nil, fmt.Errorf("risk policy: rules: %d, at most %d", len(p.Rules), MaxRules)
 	}
-	var alt []string
+	var alt []altPattern
+	seen := map[string]bool{}
 	for i, r := range p.Rules {
 		at := fmt.Sprintf("rules[%d]", i)
 		if rank(r.Tier) < 0 {
@@ -185,25 +197,81 @@ func Parse(b []byte) (*Policy, error) {
 				return nil, fmt.Errorf("risk policy: %s.added_lines[%d]: %v", at, j, err)
 			}
 			cr.lines = append(cr.lines, re)
+			p.hasLines = true
+			pre, complete := re.LiteralPrefix()
+			var lit []byte
+			if complete && regexp.QuoteMeta(pre) == e {
+				lit = []byte(pre) // not "^x$": complete, but anchored
+			}
+			cr.lits = append(cr.lits, lit)
+			if pre != "" {
+				if !seen[pre] {
+					seen[pre] = true
+					p.lits = append(p.lits, []byte(pre))
+				}
+				p.anyEmpty = p.anyEmpty || re.Match(nil)
+				continue
+			}
 			// The parsed form, printed, has no \Q…\E left to swallow
 			// the alternation around it.
 			sy, err := syntax.Parse(e, syntax.Perl)
 			if err != nil {
 				return nil, fmt.Errorf("risk policy: %s.added_lines[%d]: %v", at, j, err)
 			}
-			alt = append(alt, "(?:"+sy.String()+")")
+			alt = append(alt, altPattern{"(?:" + sy.String() + ")", re})
 		}
 		p.rules = append(p.rules, cr)
 	}
-	if len(alt) > 0 {
-		// Each pattern in its own group keeps its flags to itself.
-		any, err := regexp.Compile(strings.Join(alt, "|"))
-		if err != nil {
-			return nil, fmt.Errorf("risk policy: the added_lines patterns together: %v (use fewer or shorter patterns)", err)
-		}
-		p.any, p.anyEmpty = any, any.Match(nil)
+	p.any = alternations(alt)
+	for _, a := range p.any {
+		p.anyEmpty = p.anyEmpty || a.Match(nil)
 	}
 	return &p, nil
+}
+
+// altPattern is an added-line pattern: its parsed form printed (no
+// \Q…\E left to swallow an alternation around it), in a group that keeps
+// its flags to itself, and the pattern compiled alone.
+type altPattern struct {
+	src string
+	re  *regexp.Regexp
+}
+
+// altBytes is the most source one alternation is built from at first.
+const altBytes = 32 << 10
+
+// alternations compiles pats into as few alternations as compile: runs
+// of at most altBytes of source, each halved while it is too large to
+// compile; a pattern that does not compile in an alternation at all
+// stands alone, as compiled.
+func alternations(pats []altPattern) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	var build func(ps []altPattern)
+	build = func(ps []altPattern) {
+		if len(ps) == 1 {
+			out = append(out, ps[0].re)
+			return
+		}
+		src := make([]string, len(ps))
+		for i, a := range ps {
+			src[i] = a.src
+		}
+		if re, err := regexp.Compile(strings.Join(src, "|")); err == nil {
+			out = append(out, re)
+			return
+		}
+		build(ps[:len(ps)/2])
+		build(ps[len(ps)/2:])
+	}
+	for start, n := 0, 0; start < len(pats); {
+		end := start
+		for n = 0; end < len(pats) && (end == start || n+len(pats[end].src) <= altBytes); end++ {
+			n += len(pats[end].src) + 1
+		}
+		build(pats[start:end])
+		start = end
+	}
+	return out
 }
 
 // ID is the policy's ContentId (of its JCS form): a classification
@@ -297,7 +365,7 @@ func (p *Policy) classify(change []File, stop func() error) (*Classification, er
 				}
 			}
 		}
-		if p.any == nil || f.New == nil {
+		if !p.hasLines || f.New == nil {
 			continue
 		}
 		if err := p.scan(w, f.Path, "", f.Old, f.New, raise); err != nil {
@@ -402,18 +470,37 @@ func (p *Policy) scan(w *work, path, enc string, old, new []byte, raise func(Mat
 				continue
 			}
 		}
-		if len(l) == 0 && !p.anyEmpty || len(l) > 0 && !p.any.Match(l) {
+		if !p.prefilter(l) {
 			continue
 		}
 		for ri, r := range p.rules {
-			for _, re := range r.lines {
-				if re.Match(l) {
+			for i, re := range r.lines {
+				if lit := r.lits[i]; lit != nil && bytes.Contains(l, lit) || lit == nil && re.Match(l) {
 					raise(Match{Rule: ri, Tier: r.tier, Kind: "added_line", Pattern: re.String(), Path: path, Line: ln, Encoding: enc})
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// prefilter reports whether one of the policy's added-line patterns
+// might match l: whether one of its alternations does.
+func (p *Policy) prefilter(l []byte) bool {
+	if len(l) == 0 {
+		return p.anyEmpty
+	}
+	for _, lit := range p.lits {
+		if len(l) >= len(lit) && bytes.Contains(l, lit) {
+			return true
+		}
+	}
+	for _, a := range p.any {
+		if a.Match(l) {
+			return true
+		}
+	}
+	return false
 }
 
 // lines yields the lines of b, split at every line ending: "\r\n", "\n"
