@@ -320,9 +320,10 @@ func (p *Policy) Classify(change []File) (*Classification, error) {
 // decision too.
 //
 // The work is linear in the change's size: each file's lines are hashed
-// and streamed, never collected, and each candidate line runs one
-// regular expression (every added-line pattern as one alternation) and
-// the rules' own patterns only when that matches. A change of over
+// and streamed, never collected, and each candidate line runs a
+// prefilter built from every added-line pattern (their literal prefixes
+// searched as bytes, one alternation of the rest) and the rules' own
+// patterns only when it passes. A change of over
 // MaxChangeLines lines is an error, and ctx is checked every few
 // thousand lines (or MiB): a classification ctx ends is an error too.
 func (p *Policy) ClassifyContext(ctx context.Context, change []File) (*Classification, error) {
