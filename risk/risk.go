@@ -10,15 +10,23 @@ package risk
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"io"
+	"iter"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 )
@@ -43,6 +51,10 @@ const (
 	MaxApprovals   = 16   // per tier
 	MaxMatches     = 200  // recorded per classification; the count is exact
 	MaxChangeFiles = 1024 // files in one change
+	// MaxChangeLines caps the lines one classification reads, old and
+	// new content of every file together (content decoded from UTF-16
+	// counts again): a larger change cannot be reviewed.
+	MaxChangeLines = 16 << 20
 )
 
 // Policy is the operator's risk policy.
@@ -57,6 +69,18 @@ type Policy struct {
 
 	id    canon.ID
 	rules []rule
+	// The prefilter: a line runs the rules' own added-line patterns only
+	// when it holds one of lits, the literal prefixes every match of a
+	// pattern begins with (searched directly: faster than the pattern,
+	// and than an alternation, which loses them), or matches one of any,
+	// the patterns without such a prefix as alternations (one, unless
+	// they are too large to compile as one). hasLines is whether the
+	// policy has any added-line pattern; anyEmpty, whether one matches
+	// an empty line.
+	lits     [][]byte
+	any      []*regexp.Regexp
+	hasLines bool
+	anyEmpty bool
 }
 
 // Rule raises a change to Tier when a changed path matches one of Paths
@@ -72,7 +96,15 @@ type Rule struct {
 type rule struct {
 	tier  string
 	paths []string
-	lines []*regexp.Regexp
+	// folded holds each glob of paths case-folded and in NFC, "" where
+	// folding made it invalid: a path matches a glob as written, or
+	// folded against the folded path.
+	folded []string
+	lines  []*regexp.Regexp
+	// lits holds, for each of lines that is a plain literal, its bytes
+	// (searched directly: RE2 runs a long literal as an automaton when
+	// the line starts like it); nil for the others.
+	lits [][]byte
 }
 
 // Default is the policy in force when the operator has set none: every
@@ -131,6 +163,8 @@ func Parse(b []byte) (*Policy, error) {
 	if len(p.Rules) > MaxRules {
 		return nil, fmt.Errorf("risk policy: rules: %d, at most %d", len(p.Rules), MaxRules)
 	}
+	var alt []altPattern
+	seen := map[string]bool{}
 	for i, r := range p.Rules {
 		at := fmt.Sprintf("rules[%d]", i)
 		if rank(r.Tier) < 0 {
@@ -148,6 +182,11 @@ func Parse(b []byte) (*Policy, error) {
 				return nil, fmt.Errorf("risk policy: %s.paths[%d]: %q is not a relative glob of at most %d bytes", at, j, g, MaxPatternLen)
 			}
 			cr.paths = append(cr.paths, g)
+			f := fold(g)
+			if !doublestar.ValidatePattern(f) {
+				f = ""
+			}
+			cr.folded = append(cr.folded, f)
 		}
 		for j, e := range r.AddedLines {
 			if e == "" || len(e) > MaxPatternLen {
@@ -158,10 +197,81 @@ func Parse(b []byte) (*Policy, error) {
 				return nil, fmt.Errorf("risk policy: %s.added_lines[%d]: %v", at, j, err)
 			}
 			cr.lines = append(cr.lines, re)
+			p.hasLines = true
+			pre, complete := re.LiteralPrefix()
+			var lit []byte
+			if complete && regexp.QuoteMeta(pre) == e {
+				lit = []byte(pre) // not "^x$": complete, but anchored
+			}
+			cr.lits = append(cr.lits, lit)
+			if pre != "" {
+				if !seen[pre] {
+					seen[pre] = true
+					p.lits = append(p.lits, []byte(pre))
+				}
+				p.anyEmpty = p.anyEmpty || re.Match(nil)
+				continue
+			}
+			// The parsed form, printed, has no \Q…\E left to swallow
+			// the alternation around it.
+			sy, err := syntax.Parse(e, syntax.Perl)
+			if err != nil {
+				return nil, fmt.Errorf("risk policy: %s.added_lines[%d]: %v", at, j, err)
+			}
+			alt = append(alt, altPattern{"(?:" + sy.String() + ")", re})
 		}
 		p.rules = append(p.rules, cr)
 	}
+	p.any = alternations(alt)
+	for _, a := range p.any {
+		p.anyEmpty = p.anyEmpty || a.Match(nil)
+	}
 	return &p, nil
+}
+
+// altPattern is an added-line pattern: its parsed form printed (no
+// \Q…\E left to swallow an alternation around it), in a group that keeps
+// its flags to itself, and the pattern compiled alone.
+type altPattern struct {
+	src string
+	re  *regexp.Regexp
+}
+
+// altBytes is the most source one alternation is built from at first.
+const altBytes = 32 << 10
+
+// alternations compiles pats into as few alternations as compile: runs
+// of at most altBytes of source, each halved while it is too large to
+// compile; a pattern that does not compile in an alternation at all
+// stands alone, as compiled.
+func alternations(pats []altPattern) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	var build func(ps []altPattern)
+	build = func(ps []altPattern) {
+		if len(ps) == 1 {
+			out = append(out, ps[0].re)
+			return
+		}
+		src := make([]string, len(ps))
+		for i, a := range ps {
+			src[i] = a.src
+		}
+		if re, err := regexp.Compile(strings.Join(src, "|")); err == nil {
+			out = append(out, re)
+			return
+		}
+		build(ps[:len(ps)/2])
+		build(ps[len(ps)/2:])
+	}
+	for start, n := 0, 0; start < len(pats); {
+		end := start
+		for n = 0; end < len(pats) && (end == start || n+len(pats[end].src) <= altBytes); end++ {
+			n += len(pats[end].src) + 1
+		}
+		build(pats[start:end])
+		start = end
+	}
+	return out
 }
 
 // ID is the policy's ContentId (of its JCS form): a classification
@@ -184,6 +294,10 @@ type Match struct {
 	Pattern string `json:"pattern"`
 	Path    string `json:"path"`
 	Line    int    `json:"line,omitempty"` // 1-based, in the new content
+	// Encoding names the UTF-16 encoding a line was decoded from ("utf-16le",
+	// "utf-16be"; Line then counts lines of the decoded text), "" when
+	// the line was matched as written.
+	Encoding string `json:"encoding,omitempty"`
 }
 
 // Classification is what a change was tiered as, and why.
@@ -196,9 +310,27 @@ type Classification struct {
 	MatchesTotal int      `json:"matches_total"`
 }
 
-// Classify tiers a change. A change with no files is still low risk and
-// still needs its tier's approvers: accepting nothing is a decision too.
+// Classify is ClassifyContext without a deadline.
 func (p *Policy) Classify(change []File) (*Classification, error) {
+	return p.classify(change, func() error { return nil })
+}
+
+// ClassifyContext tiers a change. A change with no files is still low
+// risk and still needs its tier's approvers: accepting nothing is a
+// decision too.
+//
+// The work is linear in the change's size: each file's lines are hashed
+// and streamed, never collected, and each candidate line runs a
+// prefilter built from every added-line pattern (their literal prefixes
+// searched as bytes, one alternation of the rest) and the rules' own
+// patterns only when it passes. A change of over
+// MaxChangeLines lines is an error, and ctx is checked every few
+// thousand lines (or MiB): a classification ctx ends is an error too.
+func (p *Policy) ClassifyContext(ctx context.Context, change []File) (*Classification, error) {
+	return p.classify(change, ctx.Err)
+}
+
+func (p *Policy) classify(change []File, stop func() error) (*Classification, error) {
 	if len(change) > MaxChangeFiles {
 		return nil, fmt.Errorf("risk: %d changed files, at most %d", len(change), MaxChangeFiles)
 	}
@@ -224,22 +356,31 @@ func (p *Policy) Classify(change []File) (*Classification, error) {
 			c.Matches = append(c.Matches, m)
 		}
 	}
-	for ri, r := range p.rules {
-		for _, f := range files {
-			for _, g := range r.paths {
-				if doublestar.MatchUnvalidated(g, f.Path) {
+	w := &work{stop: stop, seed: maphash.MakeSeed()}
+	for _, f := range files {
+		folded := fold(f.Path)
+		for ri, r := range p.rules {
+			for gi, g := range r.paths {
+				if doublestar.MatchUnvalidated(g, f.Path) || r.folded[gi] != "" && doublestar.MatchUnvalidated(r.folded[gi], folded) {
 					raise(Match{Rule: ri, Tier: r.tier, Kind: "path", Pattern: g, Path: f.Path})
 				}
 			}
-			if len(r.lines) == 0 || f.New == nil {
-				continue
+		}
+		if !p.hasLines || f.New == nil {
+			continue
+		}
+		if err := p.scan(w, f.Path, "", f.Old, f.New, raise); err != nil {
+			return nil, err
+		}
+		// UTF-16 content is matched as it is written and as its text,
+		// decoded: another view can only add matches.
+		if enc, nw := decodeUTF16(f.New); enc != "" {
+			old := f.Old
+			if e, o := decodeUTF16(f.Old); e != "" {
+				old = o
 			}
-			for _, al := range addedLines(f.Old, f.New) {
-				for _, re := range r.lines {
-					if re.Match(al.text) {
-						raise(Match{Rule: ri, Tier: r.tier, Kind: "added_line", Pattern: re.String(), Path: f.Path, Line: al.n})
-					}
-				}
+			if err := p.scan(w, f.Path, enc, old, nw, raise); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -247,31 +388,226 @@ func (p *Policy) Classify(change []File) (*Classification, error) {
 	return c, nil
 }
 
-type line struct {
-	n    int
-	text []byte
+// work is one classification's bounds: the lines it has read, and when
+// it last asked whether to stop.
+type work struct {
+	stop  func() error
+	seed  maphash.Seed
+	lines int
+	since int // lines and KiB since the last stop check
 }
 
-// addedLines returns the lines of new that old does not account for: a
-// line counts as added when new holds it more times than old does. A
-// line that only moved is not added; a line duplicated is. Lines split
-// on '\n' (a trailing '\r' stays, so a pattern sees the line as written).
-func addedLines(old, new []byte) []line {
-	have := map[string]int{}
-	if old != nil {
-		for l := range bytes.SplitSeq(old, []byte("\n")) {
-			have[string(l)]++
+// tick counts one line of n bytes, and checks the bounds.
+func (w *work) tick(n int) error {
+	w.lines++
+	if w.lines > MaxChangeLines {
+		return fmt.Errorf("risk: the change is too large to review: over %d lines, old and new content together", MaxChangeLines)
+	}
+	if w.since += 1 + n>>10; w.since >= 4096 {
+		w.since = 0
+		if err := w.stop(); err != nil {
+			return fmt.Errorf("risk: classifying the change: %w", err)
 		}
 	}
-	var out []line
+	return nil
+}
+
+// count adds the hash of each line of b to have, and returns how many
+// lines b holds.
+func (w *work) count(b []byte, have map[uint64]int32) (int, error) {
 	n := 0
-	for l := range bytes.SplitSeq(new, []byte("\n")) {
+	for l := range lines(b) {
 		n++
-		if have[string(l)] > 0 {
-			have[string(l)]--
+		if err := w.tick(len(l)); err != nil {
+			return 0, err
+		}
+		have[maphash.Bytes(w.seed, l)]++
+	}
+	return n, nil
+}
+
+// scan matches the added-line patterns against the candidate lines of
+// new: the lines new holds more often than old (an old line accounts for
+// the first equal new line), or every line of new when old holds some
+// line more often than new — a removal can make a line that was there
+// all along live, and tiering only raises. When old is nil (the run
+// created the file), every line is added. Lines are compared by a
+// 64-bit hash under a seed chosen per classification.
+func (p *Policy) scan(w *work, path, enc string, old, new []byte, raise func(Match)) error {
+	all := old == nil
+	var have map[uint64]int32
+	if !all {
+		have = map[uint64]int32{}
+		n, err := w.count(old, have)
+		if err != nil {
+			return err
+		}
+		kept := 0
+		for l := range lines(new) {
+			if h := maphash.Bytes(w.seed, l); have[h] > 0 {
+				have[h]--
+				kept++
+			}
+		}
+		if kept < n {
+			all = true
+		} else {
+			clear(have)
+			w.lines -= n // the same lines again
+			if _, err := w.count(old, have); err != nil {
+				return err
+			}
+		}
+	}
+	ln := 0
+	for l := range lines(new) {
+		ln++
+		if err := w.tick(len(l)); err != nil {
+			return err
+		}
+		if !all {
+			if h := maphash.Bytes(w.seed, l); have[h] > 0 {
+				have[h]--
+				continue
+			}
+		}
+		if !p.prefilter(l) {
 			continue
 		}
-		out = append(out, line{n: n, text: l})
+		for ri, r := range p.rules {
+			for i, re := range r.lines {
+				if lit := r.lits[i]; lit != nil && bytes.Contains(l, lit) || lit == nil && re.Match(l) {
+					raise(Match{Rule: ri, Tier: r.tier, Kind: "added_line", Pattern: re.String(), Path: path, Line: ln, Encoding: enc})
+				}
+			}
+		}
 	}
-	return out
+	return nil
+}
+
+// prefilter reports whether one of the policy's added-line patterns
+// might match l: whether one of its alternations does.
+func (p *Policy) prefilter(l []byte) bool {
+	if len(l) == 0 {
+		return p.anyEmpty
+	}
+	for _, lit := range p.lits {
+		if len(l) >= len(lit) && bytes.Contains(l, lit) {
+			return true
+		}
+	}
+	for _, a := range p.any {
+		if a.Match(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// lines yields the lines of b, split at every line ending: "\r\n", "\n"
+// or a lone "\r". The piece after the last ending is a line too, empty
+// when b ends with one.
+func lines(b []byte) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for {
+			// Both searches are SIMD; the second looks only before the
+			// first's hit, so each byte is looked at at most twice.
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				i = bytes.IndexByte(b, '\r')
+			} else if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+				i = j
+			}
+			if i < 0 {
+				yield(b)
+				return
+			}
+			l := b[:i]
+			if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+				b = b[i+2:]
+			} else {
+				b = b[i+1:]
+			}
+			if !yield(l) {
+				return
+			}
+		}
+	}
+}
+
+// utf16Sniff is how much of content without a byte-order mark is looked
+// at to tell UTF-16.
+const utf16Sniff = 4 << 10
+
+// decodeUTF16 decodes b to UTF-8 when it is UTF-16: it starts with a
+// byte-order mark (FF FE little-endian, FE FF big-endian), or most of
+// the odd (little-endian) or even (big-endian) bytes of its first 4 KiB
+// are NUL. It returns the encoding's name ("utf-16le", "utf-16be"), or
+// "" and nil for other content. An unpaired surrogate, and a last odd
+// byte, decode to U+FFFD.
+func decodeUTF16(b []byte) (string, []byte) {
+	var order binary.ByteOrder
+	var enc string
+	switch {
+	case len(b) >= 2 && b[0] == 0xff && b[1] == 0xfe:
+		order, enc, b = binary.LittleEndian, "utf-16le", b[2:]
+	case len(b) >= 2 && b[0] == 0xfe && b[1] == 0xff:
+		order, enc, b = binary.BigEndian, "utf-16be", b[2:]
+	default:
+		head := b[:min(len(b), utf16Sniff)]
+		if len(head) < 4 {
+			return "", nil
+		}
+		even, odd := 0, 0
+		for i, c := range head {
+			if c == 0 {
+				if i%2 == 0 {
+					even++
+				} else {
+					odd++
+				}
+			}
+		}
+		switch {
+		case 2*odd > len(head)/2 && odd >= even:
+			order, enc = binary.LittleEndian, "utf-16le"
+		case 2*even > (len(head)+1)/2:
+			order, enc = binary.BigEndian, "utf-16be"
+		default:
+			return "", nil
+		}
+	}
+	out := make([]byte, 0, len(b)+len(b)/2)
+	for i := 0; i+1 < len(b); i += 2 {
+		r := rune(order.Uint16(b[i:]))
+		if utf16.IsSurrogate(r) {
+			r2 := utf8.RuneError
+			if r < 0xdc00 && i+3 < len(b) {
+				r2 = utf16.DecodeRune(r, rune(order.Uint16(b[i+2:])))
+			}
+			if r2 != utf8.RuneError {
+				i += 2
+			}
+			r = r2
+		}
+		out = utf8.AppendRune(out, r)
+	}
+	if len(b)%2 == 1 {
+		out = utf8.AppendRune(out, utf8.RuneError)
+	}
+	return enc, out
+}
+
+// fold is s in NFC with every letter replaced by the least rune of its
+// simple case-folding orbit, so that spellings a case-insensitive file
+// system aliases fold alike (K, k and the Kelvin sign all fold to K).
+func fold(s string) string {
+	s = norm.NFC.String(s)
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, s)
 }

@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/evidence/canon"
@@ -34,6 +36,10 @@ const MaxOutputReview = 8 << 20
 // MaxChangeReview caps the bytes of all of a run's changed outputs read
 // for review, together: over it, the run fails.
 const MaxChangeReview = 64 << 20
+
+// classifyTimeout bounds classifying one run's change: a change that
+// cannot be tiered within it fails its run (a variable for tests).
+var classifyTimeout = 30 * time.Second
 
 // riskPolicy is the policy in force: the operator's, or risk.Default.
 func (s *Server) riskPolicy(ctx context.Context) (*risk.Policy, error) {
@@ -58,7 +64,9 @@ func (s *Server) review(ctx context.Context, out store.Outcome) store.Outcome {
 	if err != nil {
 		return store.Outcome{State: store.StateFailed, Reason: "the operator's risk policy could not be read, so the run's change cannot be reviewed", Tier: out.Tier, Status: out.Status}
 	}
-	c, err := p.Classify(out.Change)
+	cctx, cancel := context.WithTimeout(ctx, classifyTimeout)
+	defer cancel()
+	c, err := p.ClassifyContext(cctx, out.Change)
 	if err != nil {
 		return store.Outcome{State: store.StateFailed, Reason: "the run's change cannot be reviewed: " + err.Error(), Tier: out.Tier, Status: out.Status}
 	}
@@ -81,8 +89,9 @@ func canonJSON(v any) ([]byte, error) {
 
 // runChange reads a finished run's change: each declared output whose
 // content in the workspace differs from the task's snapshot (created,
-// changed or deleted). An output that is not a regular file, or is over
-// MaxOutputReview, is an error.
+// changed or deleted). An output that is not a regular file, that is
+// reached through a symbolic link in any component of its path, or that
+// is over MaxOutputReview, is an error.
 func runChange(ws string, m *manifest.Manifest, inputs map[string]string) ([]risk.File, error) {
 	change := []risk.File{}
 	root, err := os.OpenRoot(ws)
@@ -97,26 +106,9 @@ func runChange(ws string, m *manifest.Manifest, inputs map[string]string) ([]ris
 		if c, ok := inputs[p]; ok {
 			old = []byte(c)
 		}
-		st, err := root.Lstat(filepath.FromSlash(rel))
-		var cur []byte
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return nil, fmt.Errorf("output %q: %w", p, err)
-		case !st.Mode().IsRegular():
-			return nil, fmt.Errorf("output %q is a %s, not a regular file", p, st.Mode().Type())
-		case st.Size() > MaxOutputReview:
-			return nil, fmt.Errorf("output %q is %d bytes, over the %d a review reads", p, st.Size(), MaxOutputReview)
-		default:
-			if total += st.Size(); total > MaxChangeReview {
-				return nil, fmt.Errorf("the outputs are over the %d bytes a review reads, together", MaxChangeReview)
-			}
-			if cur, err = root.ReadFile(filepath.FromSlash(rel)); err != nil {
-				return nil, fmt.Errorf("output %q: %w", p, err)
-			}
-			if cur == nil {
-				cur = []byte{}
-			}
+		cur, err := readOutput(root, p, rel, &total)
+		if err != nil {
+			return nil, err
 		}
 		if (old == nil) == (cur == nil) && bytes.Equal(old, cur) {
 			continue
@@ -124,6 +116,60 @@ func runChange(ws string, m *manifest.Manifest, inputs map[string]string) ([]ris
 		change = append(change, risk.File{Path: rel, Old: old, New: cur})
 	}
 	return change, nil
+}
+
+// readOutput reads the declared output p (rel, slash-separated, in root)
+// for review: nil when it does not exist. Every component of its path is
+// Lstat'ed under the root, and a symbolic link anywhere — even one to a
+// directory inside the workspace, which os.Root would follow — is an
+// error, as is a parent that is not a directory. The file is then opened
+// and must be the regular file Lstat saw, and it is read only up to the
+// limits (MaxOutputReview; MaxChangeReview with *total, the bytes read
+// before it).
+func readOutput(root *os.Root, p, rel string, total *int64) ([]byte, error) {
+	parts := strings.Split(rel, "/")
+	var st fs.FileInfo
+	for i := range parts {
+		at := strings.Join(parts[:i+1], "/")
+		var err error
+		st, err = root.Lstat(filepath.FromSlash(at))
+		last := i == len(parts)-1
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("output %q: %w", p, err)
+		case !last && st.Mode()&fs.ModeSymlink != 0:
+			return nil, fmt.Errorf("output %q is beneath a symbolic link, %q: a review reads no output through a link", p, at)
+		case !last && !st.IsDir():
+			return nil, fmt.Errorf("output %q is beneath %q, a %s, not a directory", p, at, st.Mode().Type())
+		}
+	}
+	switch {
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("output %q is a %s, not a regular file", p, st.Mode().Type())
+	case st.Size() > MaxOutputReview:
+		return nil, fmt.Errorf("output %q is %d bytes, over the %d a review reads", p, st.Size(), MaxOutputReview)
+	}
+	if *total += st.Size(); *total > MaxChangeReview {
+		return nil, fmt.Errorf("the outputs are over the %d bytes a review reads, together", MaxChangeReview)
+	}
+	f, err := root.Open(filepath.FromSlash(rel))
+	if err != nil {
+		return nil, fmt.Errorf("output %q: %w", p, err)
+	}
+	defer f.Close()
+	if fst, err := f.Stat(); err != nil || !os.SameFile(st, fst) {
+		return nil, fmt.Errorf("output %q changed while the review read it", p)
+	}
+	cur, err := io.ReadAll(io.LimitReader(f, st.Size()+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("output %q: %w", p, err)
+	case int64(len(cur)) != st.Size():
+		return nil, fmt.Errorf("output %q changed while the review read it", p)
+	}
+	return cur, nil
 }
 
 // reviewView is a run's review as the API shows it, with the statement
