@@ -109,7 +109,7 @@ func (s *Store) CreateRun(ctx context.Context, tenantID, projectID, task string,
 
 // Run returns a tenant's run; another tenant's is ErrNotFound.
 func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
-	r, err := scanRun(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`), id, tenantID))
+	r, err := scanRun(s.readRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`, id, tenantID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 	}
@@ -148,7 +148,15 @@ func (s *Store) PendingRuns(ctx context.Context, tenantID string) (int, error) {
 }
 
 func (s *Store) listRuns(ctx context.Context, query string, args ...any) ([]*Run, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.rgate.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.rgate.release()
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -75,6 +75,9 @@ const (
 	Postgres Engine = "postgres"
 )
 
+// readConns is the size of SQLite's read pool.
+const readConns = 8
+
 // Store is the control plane's database.
 type Store struct {
 	dsn    string
@@ -82,6 +85,8 @@ type Store struct {
 	rdb    *sql.DB // reads: on SQLite a pool of its own, which WAL lets run beside the one writer
 	engine Engine
 	now    func() time.Time
+	stmts  stmtCache // the hot reads' prepared statements (stmt.go)
+	rgate  readGate  // the hot reads' first-come, first-served admission (stmt.go)
 }
 
 // Open opens the database the DSN names: "postgres://…" or
@@ -116,11 +121,20 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 			s.db.Close()
 			return nil, fmt.Errorf("store: open: %w", err)
 		}
-		s.rdb.SetMaxOpenConns(8)
+		s.rdb.SetMaxOpenConns(readConns)
+		s.rgate = make(readGate, readConns)
+		// As many kept idle as may be open: database/sql keeps only 2 by
+		// default, so under load each read beyond them opened a new SQLite
+		// connection (reading the schema again) and prepared its
+		// statement anew (docs/server.md, "Figures").
+		s.rdb.SetMaxIdleConns(readConns)
 	} else {
 		// Bounded, so that a burst of requests queues here rather than
 		// exhausting the server's max_connections (the queue has its own pool).
 		s.db.SetMaxOpenConns(32)
+		s.rgate = make(readGate, 24) // leaves writes 8 of the 32
+		s.db.SetMaxIdleConns(32)     // not 2: a burst would connect anew per request
+		s.db.SetConnMaxIdleTime(5 * time.Minute)
 		s.rdb = s.db
 	}
 	if err := s.db.PingContext(ctx); err != nil {
@@ -156,6 +170,7 @@ func (s *Store) Engine() Engine { return s.engine }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.closeStmts()
 	if s.rdb != s.db {
 		s.rdb.Close()
 	}
@@ -245,7 +260,7 @@ func (s *Store) Tenant(ctx context.Context, id string) (*Tenant, error) {
 	var t Tenant
 	var ceiling string
 	var created int64
-	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT id, name, ceiling, created_at FROM tenants WHERE id = ?`), id).Scan(&t.ID, &t.Name, &ceiling, &created)
+	err := s.readRow(ctx, `SELECT id, name, ceiling, created_at FROM tenants WHERE id = ?`, id).Scan(&t.ID, &t.Name, &ceiling, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: tenant %q: %w", id, ErrNotFound)
 	}
@@ -424,8 +439,8 @@ type Principal struct {
 func (s *Store) Authenticate(ctx context.Context, secret string) (*Principal, error) {
 	var p Principal
 	var uid, name, role sql.NullString
-	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT k.tenant_id, k.id, k.user_id, u.name, u.role FROM keys k LEFT JOIN users u ON u.id = k.user_id
-		WHERE k.hash = ? AND k.revoked_at IS NULL`), HashKey(secret)).Scan(&p.TenantID, &p.KeyID, &uid, &name, &role)
+	err := s.readRow(ctx, `SELECT k.tenant_id, k.id, k.user_id, u.name, u.role FROM keys k LEFT JOIN users u ON u.id = k.user_id
+		WHERE k.hash = ? AND k.revoked_at IS NULL`, HashKey(secret)).Scan(&p.TenantID, &p.KeyID, &uid, &name, &role)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrUnauthorized
 	}
