@@ -390,16 +390,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, ae)
 		return
 	}
-	// The cap is checked before the insert: concurrent submissions can
-	// pass it together, by at most their number.
-	if n, err := s.store.PendingRuns(r.Context(), p.TenantID); err != nil {
-		s.fail(w, r, storeError(err, "run"))
-		return
-	} else if n >= s.cfg.MaxPending {
-		s.fail(w, r, &apiError{Code: 429, Msg: fmt.Sprintf("the tenant has %d runs pending approval or queued, the operator's maximum (--max-pending %d): approve, reject or cancel some first", n, s.cfg.MaxPending)})
+	// The cap is counted and the run inserted in one transaction that
+	// holds the tenant: concurrent submissions cannot pass it together.
+	run, err := s.store.CreateRunCapped(r.Context(), p.TenantID, p.ID, req.Task, snap, tenantOf(r).UserID, p.UpdatedBy, s.cfg.MaxPending)
+	if errors.Is(err, store.ErrPendingCap) {
+		s.fail(w, r, &apiError{Code: 429, Msg: fmt.Sprintf("the tenant has as many runs pending approval or queued as the operator's maximum (--max-pending %d): approve, reject or cancel some first", s.cfg.MaxPending), Err: err})
 		return
 	}
-	run, err := s.store.CreateRun(r.Context(), p.TenantID, p.ID, req.Task, snap, tenantOf(r).UserID, p.UpdatedBy)
 	if err != nil {
 		s.fail(w, r, storeError(err, "run"))
 		return

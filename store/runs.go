@@ -98,10 +98,53 @@ func scanRunCols(row interface{ Scan(...any) error }, withConfig bool) (*Run, er
 // author is who wrote the snapshot's content (the project's last
 // writer; "" when unknown): they may not approve it.
 func (s *Store) CreateRun(ctx context.Context, tenantID, projectID, task string, config []byte, submitter, author string) (*Run, error) {
+	return s.CreateRunCapped(ctx, tenantID, projectID, task, config, submitter, author, 0)
+}
+
+// ErrPendingCap: the tenant has as many runs pending approval or queued
+// as the cap allows.
+var ErrPendingCap = errors.New("store: the tenant's runs pending approval or queued are at the cap")
+
+// CreateRunCapped is CreateRun refused with ErrPendingCap when the
+// tenant already has maxPending runs pending approval or queued (0: no
+// cap). The count and the insert are one transaction that holds the
+// tenant's row (PostgreSQL: SELECT … FOR UPDATE; SQLite: an immediate
+// transaction holds the write lock), so concurrent submissions of one
+// tenant are counted one after another and the cap is exact.
+func (s *Store) CreateRunCapped(ctx context.Context, tenantID, projectID, task string, config []byte, submitter, author string, maxPending int) (*Run, error) {
 	r := &Run{ID: NewID("run_"), TenantID: tenantID, ProjectID: projectID, Task: task, Config: config, State: StatePending,
 		SubmittedBy: submitter, AuthoredBy: author, CreatedAt: s.now().UTC()}
-	if _, err := s.exec(ctx, `INSERT INTO runs (id, tenant_id, project_id, task, config, state, submitted_by, created_at, authored_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	if maxPending > 0 {
+		lock := ""
+		if s.engine == Postgres {
+			lock = " FOR UPDATE"
+		}
+		var one int
+		err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM tenants WHERE id = ?`+lock), tenantID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("store: tenant %q: %w", tenantID, ErrNotFound)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM runs WHERE tenant_id = ? AND state IN (?, ?)`), tenantID, StatePending, StateQueued).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n >= maxPending {
+			return nil, fmt.Errorf("%w: %d of %d", ErrPendingCap, n, maxPending)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO runs (id, tenant_id, project_id, task, config, state, submitted_by, created_at, authored_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		r.ID, tenantID, projectID, task, string(config), StatePending, submitter, r.CreatedAt.UnixNano(), nullable(author)); err != nil {
+		return nil, uniqueErr(err)
+	}
+	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
 	return r, nil

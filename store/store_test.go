@@ -318,3 +318,67 @@ func TestConcurrentApprovals(t *testing.T) {
 		}
 	})
 }
+
+// TestPendingCapExact races submissions against the cap on a tenant's
+// runs pending approval or queued: exactly the cap's worth are created,
+// the rest refused with ErrPendingCap, another tenant is not counted, and
+// an ended run frees its place.
+func TestPendingCapExact(t *testing.T) {
+	engines(t, func(t *testing.T, s *store.Store) {
+		ctx := context.WithoutCancel(t.Context())
+		f := setup(t, s, "acme")
+		o := setup(t, s, "other")
+		const max = 5
+		// One pending and one queued already count; another tenant's do not.
+		r1, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
+		r2, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
+		if err := s.Approve(ctx, f.tenant.ID, r2.ID, f.approver.ID); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := s.CreateRun(ctx, o.tenant.ID, o.project.ID, "t", []byte(`{}`), o.member.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		created, capped := 0, 0
+		start := make(chan struct{})
+		for range 24 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", max)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					created++
+				case errors.Is(err, store.ErrPendingCap):
+					capped++
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		n, err := s.PendingRuns(ctx, f.tenant.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created != max-2 || capped != 24-(max-2) || n != max {
+			t.Fatalf("created %d, refused %d, pending or queued %d: want %d, %d, %d", created, capped, n, max-2, 24-(max-2), max)
+		}
+		if _, err := s.Cancel(ctx, f.tenant.ID, r1.ID, f.member.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", max); err != nil {
+			t.Fatalf("a cancelled run still counted: %v", err)
+		}
+		if _, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", max); !errors.Is(err, store.ErrPendingCap) {
+			t.Fatalf("over the cap: %v", err)
+		}
+	})
+}
