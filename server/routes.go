@@ -392,7 +392,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	// The cap is counted and the run inserted in one transaction that
 	// holds the tenant: concurrent submissions cannot pass it together.
-	run, err := s.store.CreateRunCapped(r.Context(), p.TenantID, p.ID, req.Task, snap, tenantOf(r).UserID, p.UpdatedBy, s.cfg.MaxPending)
+	run, err := s.store.CreateRunCapped(r.Context(), p.TenantID, p.ID, req.Task, snap, tenantOf(r).UserID, tenantOf(r).KeyID, p.UpdatedBy, s.cfg.MaxPending)
 	if errors.Is(err, store.ErrPendingCap) {
 		s.fail(w, r, &apiError{Code: 429, Msg: fmt.Sprintf("the tenant has as many runs pending approval or queued as the operator's maximum (--max-pending %d): approve, reject or cancel some first", s.cfg.MaxPending), Err: err})
 		return

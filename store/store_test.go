@@ -349,7 +349,7 @@ func TestPendingCapExact(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", max)
+				_, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", "", max)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -374,11 +374,49 @@ func TestPendingCapExact(t *testing.T) {
 		if _, err := s.Cancel(ctx, f.tenant.ID, r1.ID, f.member.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", max); err != nil {
+		if _, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", "", max); err != nil {
 			t.Fatalf("a cancelled run still counted: %v", err)
 		}
-		if _, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", max); !errors.Is(err, store.ErrPendingCap) {
+		if _, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", "", max); !errors.Is(err, store.ErrPendingCap) {
 			t.Fatalf("over the cap: %v", err)
+		}
+	})
+}
+
+// TestRevokedSubmitterKey: a run whose submitting key is revoked cannot
+// be approved (ErrSubmitterRevoked, the run unchanged), and can still be
+// rejected; a run from before keys were recorded ("" key) is approved.
+func TestRevokedSubmitterKey(t *testing.T) {
+	engines(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s, "acme")
+		k, _, err := s.CreateKey(ctx, f.tenant.ID, f.member.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []*store.Run
+		for range 2 {
+			r, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, k.ID, "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, r)
+		}
+		old, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
+		if err := s.RevokeKey(ctx, f.tenant.ID, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Approve(ctx, f.tenant.ID, runs[0].ID, f.approver.ID); !errors.Is(err, store.ErrSubmitterRevoked) {
+			t.Fatalf("approving a revoked key's run: %v", err)
+		}
+		if r, _ := s.Run(ctx, f.tenant.ID, runs[0].ID); r.State != store.StatePending || r.DecidedBy != "" || r.SubmittedKey != k.ID {
+			t.Fatalf("the refused approval changed the run: %+v", r)
+		}
+		if err := s.Reject(ctx, f.tenant.ID, runs[1].ID, f.approver.ID); err != nil {
+			t.Fatalf("rejecting a revoked key's run: %v", err)
+		}
+		if err := s.Approve(ctx, f.tenant.ID, old.ID, f.approver.ID); err != nil {
+			t.Fatalf("a run without a recorded key: %v", err)
 		}
 	})
 }
