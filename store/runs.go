@@ -19,10 +19,6 @@ type Run struct {
 	Config      []byte     `json:"-"`
 	State       string     `json:"state"`
 	SubmittedBy string     `json:"submitted_by"`
-	// SubmittedKey is the key the run was submitted with ("" for runs
-	// from before it was recorded): once it is revoked, the run cannot be
-	// approved.
-	SubmittedKey string `json:"submitted_key,omitempty"`
 	AuthoredBy  string     `json:"authored_by,omitempty"` // who last wrote the project the snapshot was taken from
 	CreatedAt   time.Time  `json:"created_at"`
 	DecidedBy   string     `json:"decided_by,omitempty"` // who approved or rejected
@@ -38,6 +34,11 @@ type Run struct {
 	Tier        string     `json:"tier,omitempty"`
 	Status      string     `json:"status,omitempty"` // the run record's status (finished, verified, …)
 	Job         int64      `json:"-"`                // the queue job that claimed it (0: none)
+
+	// SubmittedKey is the key the run was submitted with ("" for runs
+	// from before it was recorded): once it is revoked, the run cannot be
+	// approved.
+	SubmittedKey string `json:"submitted_key,omitempty"`
 }
 
 // Terminal reports whether a state is final.
