@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cordon-dev/cordon/agent/mailbox"
@@ -577,7 +578,9 @@ func (s *Server) serveEvidence(w http.ResponseWriter, r *http.Request, which, ct
 // writeTar writes dir as a gzipped tar under prefix: regular files and
 // directories only (links are not followed and not written).
 func writeTar(w io.Writer, dir, prefix string) error {
-	gz := gzip.NewWriter(w)
+	gz, _ := gzipWriters.Get().(*gzip.Writer)
+	gz.Reset(w)
+	defer gzipWriters.Put(gz)
 	tw := tar.NewWriter(gz)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -614,6 +617,15 @@ func writeTar(w io.Writer, dir, prefix string) error {
 	}
 	return gz.Close()
 }
+
+// gzipWriters reuses the evidence tar's compressors: a new gzip.Writer
+// allocates and clears most of a megabyte, which with the compression
+// was about a millisecond of CPU per run (docs/server.md, "Figures").
+// BestSpeed: the record is small, mostly JSON and signatures.
+var gzipWriters = sync.Pool{New: func() any {
+	gz, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	return gz
+}}
 
 // checkSnapshot checks a run's task snapshot against a ceiling.
 func checkSnapshot(snap, ceiling []byte, maxWall time.Duration) error {
