@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cordon-dev/cordon/internal/pgtest"
 	"github.com/cordon-dev/cordon/store"
@@ -417,6 +418,37 @@ func TestRevokedSubmitterKey(t *testing.T) {
 		}
 		if err := s.Approve(ctx, f.tenant.ID, old.ID, f.approver.ID); err != nil {
 			t.Fatalf("a run without a recorded key: %v", err)
+		}
+	})
+}
+
+// TestReadGateReleased: the hot reads pass a gate as wide as the read
+// pool; a read that finds nothing, fails or is cancelled gives its place
+// back, so that many more such reads than places still complete.
+func TestReadGateReleased(t *testing.T) {
+	engines(t, func(t *testing.T, s *store.Store) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		f := setup(t, s, "acme")
+		done := ctx
+		cancelled, stop := context.WithCancel(ctx)
+		stop()
+		for i := range 100 {
+			if _, err := s.Run(done, f.tenant.ID, "run_missing"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("read %d: %v", i, err)
+			}
+			if _, err := s.Authenticate(done, "cdn_wrong"); !errors.Is(err, store.ErrUnauthorized) {
+				t.Fatalf("read %d: %v", i, err)
+			}
+			if _, err := s.Run(cancelled, f.tenant.ID, "run_missing"); err == nil {
+				t.Fatalf("read %d: a cancelled read succeeded", i)
+			}
+			if _, err := s.Runs(cancelled, f.tenant.ID, 10); err == nil {
+				t.Fatalf("read %d: a cancelled list succeeded", i)
+			}
+		}
+		if _, err := s.Runs(ctx, f.tenant.ID, 10); err != nil || ctx.Err() != nil {
+			t.Fatalf("after 400 reads: %v (%v)", err, ctx.Err())
 		}
 	})
 }
