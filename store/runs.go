@@ -121,6 +121,10 @@ var ErrPendingCap = errors.New("store: the tenant's runs pending approval or que
 func (s *Store) CreateRunCapped(ctx context.Context, tenantID, projectID, task string, config []byte, submitter, submitterKey, author string, maxPending int) (*Run, error) {
 	r := &Run{ID: NewID("run_"), TenantID: tenantID, ProjectID: projectID, Task: task, Config: config, State: StatePending,
 		SubmittedBy: submitter, SubmittedKey: submitterKey, AuthoredBy: author, CreatedAt: s.now().UTC()}
+	if err := s.wgate.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.wgate.release()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err

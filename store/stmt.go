@@ -42,16 +42,20 @@ func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// readGate admits the hot reads to the read pool in arrival order, at
+// fifoGate admits callers to a connection pool in arrival order, at
 // most as many at once as the pool has connections. database/sql hands
 // a freed connection to a random waiter, so with 200 clients waiting on
 // 8 connections a read could be passed over again and again: the read
-// p99 was several times its median. A buffered channel's blocked senders
+// p99 was several times its median (and a write's, on SQLite's one
+// writer connection, seven times). A buffered channel's blocked senders
 // are served first come, first served; with the gate in front, the pool
-// has no waiters of these reads.
-type readGate chan struct{}
+// has no waiters of these callers. A nil gate admits everyone at once.
+type fifoGate chan struct{}
 
-func (g readGate) acquire(ctx context.Context) error {
+func (g fifoGate) acquire(ctx context.Context) error {
+	if g == nil {
+		return nil
+	}
 	select {
 	case g <- struct{}{}:
 		return nil
@@ -60,7 +64,11 @@ func (g readGate) acquire(ctx context.Context) error {
 	}
 }
 
-func (g readGate) release() { <-g }
+func (g fifoGate) release() {
+	if g != nil {
+		<-g
+	}
+}
 
 // readRow runs a single-row read through its prepared statement, after
 // the read gate; the gate is released when the row is scanned (every

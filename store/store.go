@@ -86,7 +86,8 @@ type Store struct {
 	engine Engine
 	now    func() time.Time
 	stmts  stmtCache // the hot reads' prepared statements (stmt.go)
-	rgate  readGate  // the hot reads' first-come, first-served admission (stmt.go)
+	rgate  fifoGate  // the hot reads' first-come, first-served admission (stmt.go)
+	wgate  fifoGate  // SQLite's writes' (nil on PostgreSQL, which has many writers)
 }
 
 // Open opens the database the DSN names: "postgres://…" or
@@ -122,7 +123,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 			return nil, fmt.Errorf("store: open: %w", err)
 		}
 		s.rdb.SetMaxOpenConns(readConns)
-		s.rgate = make(readGate, readConns)
+		s.rgate = make(fifoGate, readConns)
+		s.wgate = make(fifoGate, 1)
 		// As many kept idle as may be open: database/sql keeps only 2 by
 		// default, so under load each read beyond them opened a new SQLite
 		// connection (reading the schema again) and prepared its
@@ -132,7 +134,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		// Bounded, so that a burst of requests queues here rather than
 		// exhausting the server's max_connections (the queue has its own pool).
 		s.db.SetMaxOpenConns(32)
-		s.rgate = make(readGate, 24) // leaves writes 8 of the 32
+		s.rgate = make(fifoGate, 24) // leaves writes 8 of the 32
 		s.db.SetMaxIdleConns(32)     // not 2: a burst would connect anew per request
 		s.db.SetConnMaxIdleTime(5 * time.Minute)
 		s.rdb = s.db
@@ -199,6 +201,10 @@ func (s *Store) q(query string) string {
 }
 
 func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	if err := s.wgate.acquire(ctx); err != nil {
+		return 0, err
+	}
+	defer s.wgate.release()
 	res, err := s.db.ExecContext(ctx, s.q(query), args...)
 	if err != nil {
 		return 0, uniqueErr(err)
@@ -469,6 +475,10 @@ type Project struct {
 // by returning an error, so that a ceiling changed concurrently cannot
 // slip a project past it.
 func (s *Store) PutProject(ctx context.Context, tenantID, name, by string, config []byte, check func(ceiling []byte) error) (*Project, error) {
+	if err := s.wgate.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.wgate.release()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
