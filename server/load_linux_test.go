@@ -50,7 +50,8 @@ func pct(ds []time.Duration, p float64) time.Duration {
 
 // TestLoad is the control plane's load test (docs/server.md, "Figures"):
 // CORDON_LOAD=1 runs it; CORDON_LOAD_RUNS and CORDON_LOAD_CLIENTS change
-// its size (default 1000 runs, 200 clients). It measures, on loopback,
+// its size (default 1000 runs, 200 clients); CORDON_LOAD_EXEC=none
+// replaces the executor with one that does nothing (a diagnostic). It measures, on loopback,
 // with the agent runner executing /bin/true in the sandbox:
 //
 //   - 200 concurrent clients submitting and approving 1,000 runs: the
@@ -71,6 +72,13 @@ func TestLoad(t *testing.T) {
 	te := &timedExec{d: map[string]time.Duration{}}
 	e := newEnv(t, envOpts{dir: dir, exec: te})
 	te.inner = &server.RunnerExecutor{StateDir: dir, Key: mustKey(t), Version: "test"}
+	if os.Getenv("CORDON_LOAD_EXEC") == "none" {
+		// A diagnostic, not the measurement: the same load with an
+		// executor that does nothing, to see what the executions' CPU
+		// costs the API (docs/server.md, "Figures").
+		te.inner = newFake()
+		t.Log("CORDON_LOAD_EXEC=none: runs execute nothing (a diagnostic; the targets are measured without it)")
+	}
 	e.setup(projectFor("true"))
 
 	// Side by side, one at a time.

@@ -91,12 +91,13 @@ func newQueue(ctx context.Context, s *Server) (*queue, error) {
 	var err error
 	switch s.store.Engine() {
 	case store.SQLite:
-		drv := riversqlite.New(s.store.DB())
+		drv := localSQLite{riversqlite.New(s.store.DB())}
 		if err = migrateRiver(ctx, drv); err != nil {
 			return nil, err
 		}
-		rc.PollOnly = true // no LISTEN/NOTIFY: poll often, it is a local file
+		rc.PollOnly = true // no LISTEN/NOTIFY: an insert wakes the fetcher in process (localSQLite), and a poll backs it up
 		rc.FetchPollInterval = 10 * time.Millisecond
+		rc.FetchCooldown = time.Millisecond
 		q.client, err = river.NewClient(drv, rc)
 	case store.Postgres:
 		if q.pool, err = pgxpool.New(ctx, s.store.DSN()); err != nil {
@@ -129,6 +130,18 @@ func newQueue(ctx context.Context, s *Server) (*queue, error) {
 	go q.sweep(context.WithoutCancel(ctx))
 	return q, nil
 }
+
+// localSQLite is River's SQLite driver declared without a listener.
+// The driver says it has one (it polls a notification table), and River
+// then leaves waking the fetcher to that listener, which poll-only mode
+// does not start: an approved run waited for the next fetch poll, 10 to
+// 20 ms, most of the queue's overhead per run (docs/server.md,
+// "Figures"). Without a listener River wakes its own fetcher when this
+// process inserts a job, which is every insert in the embedded mode (one
+// process per database: the state directory's lock).
+type localSQLite struct{ *riversqlite.Driver }
+
+func (localSQLite) SupportsListener() bool { return false }
 
 // sweep enqueues every queued run again every sweepEvery (a no-op for a
 // run whose job exists), until stop.

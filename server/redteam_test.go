@@ -663,3 +663,43 @@ func TestRedteamUnrecordedOutcomeCounted(t *testing.T) {
 		t.Errorf("the first record was replaced: %+v", run)
 	}
 }
+
+// A run whose submitting key has been revoked (or rotated out) cannot be
+// approved: a leaked key's runs wait for no busy approver's click. It can
+// still be rejected or cancelled, and a run submitted with the new key
+// is approved as usual.
+func TestRevokedSubmitterKeyCannotBeApproved(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.setup(projectFor("true"))
+	ids := []string{e.submit(e.keys["member"]), e.submit(e.keys["member"]), e.submit(e.keys["member"])}
+	var keys []struct{ ID, User string }
+	e.must(200, "GET", "/v1/tenants/"+e.tenantA+"/keys", adminKey, "").json(t, &keys)
+	var view struct {
+		SubmittedKey string `json:"submitted_key"`
+	}
+	e.must(200, "GET", "/v1/runs/"+ids[0], e.keys["member"], "").json(t, &view)
+	keyID := ""
+	for _, k := range keys {
+		if k.User == e.member {
+			keyID = k.ID
+		}
+	}
+	if keyID == "" || view.SubmittedKey != keyID {
+		t.Fatalf("the run names submitting key %q, the member's is %q", view.SubmittedKey, keyID)
+	}
+	var rot struct{ Secret string }
+	e.must(201, "POST", "/v1/tenants/"+e.tenantA+"/keys/"+keyID+"/rotate", adminKey, "").json(t, &rot)
+	r := e.must(409, "POST", "/v1/runs/"+ids[0]+"/approve", e.keys["approver"], "")
+	if !strings.Contains(string(r.body), "revoked") {
+		t.Errorf("the refusal does not say why: %s", r.body)
+	}
+	var run store.Run
+	e.must(200, "GET", "/v1/runs/"+ids[0], e.keys["approver"], "").json(t, &run)
+	if run.State != store.StatePending || run.DecidedBy != "" {
+		t.Fatalf("a refused approval changed the run: %+v", run)
+	}
+	e.must(200, "POST", "/v1/runs/"+ids[1]+"/reject", e.keys["approver"], "")
+	e.must(200, "POST", "/v1/runs/"+ids[2]+"/cancel", rot.Secret, "")
+	id := e.submit(rot.Secret)
+	e.must(200, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
+}

@@ -334,6 +334,8 @@ func storeError(err error, what string) *apiError {
 		return &apiError{Code: 403, Msg: "the submitter of a run cannot approve or reject it; another approver must", Err: err}
 	case errors.Is(err, store.ErrAuthorApproval):
 		return &apiError{Code: 403, Msg: "the author of a run's task configuration (who last wrote the project) cannot approve it; another approver must", Err: err}
+	case errors.Is(err, store.ErrSubmitterRevoked):
+		return &apiError{Code: 409, Msg: "the key that submitted this run has been revoked (or rotated out): the run cannot be approved; reject or cancel it, and submit it again with a current key if it is wanted", Err: err}
 	case errors.Is(err, store.ErrState):
 		return &apiError{Code: 409, Msg: err.Error()[len("store: "):]}
 	}

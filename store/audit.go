@@ -126,6 +126,12 @@ func (s *Store) Audited(ctx context.Context, change func(ctx context.Context) (*
 	if s.auditMaster == nil {
 		return fmt.Errorf("%w: none is set; nothing is changed unrecorded", ErrAuditKey)
 	}
+	// SQLite's writes queue first come, first served (stmt.go): the
+	// audited transaction holds the one writer connection throughout.
+	if err := s.wgate.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.wgate.release()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

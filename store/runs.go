@@ -36,6 +36,11 @@ type Run struct {
 	Tier        string     `json:"tier,omitempty"`
 	Status      string     `json:"status,omitempty"` // the run record's status (finished, verified, …)
 	Job         int64      `json:"-"`                // the queue job that claimed it (0: none)
+
+	// SubmittedKey is the key the run was submitted with ("" for runs
+	// from before it was recorded): once it is revoked, the run cannot be
+	// approved.
+	SubmittedKey string `json:"submitted_key,omitempty"`
 }
 
 // Terminal reports whether a state is final.
@@ -48,13 +53,13 @@ func Terminal(state string) bool {
 }
 
 const runColumns = `id, tenant_id, project_id, task, config, state, submitted_by, created_at, decided_by, decided_at,
-	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job, authored_by`
+	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job, authored_by, submitted_key`
 
 // runListColumns are runColumns without config: a list or a sweep never
 // loads the task snapshots (up to the request body limit each), only the
 // view or execution of one run does.
 const runListColumns = `id, tenant_id, project_id, task, state, submitted_by, created_at, decided_by, decided_at,
-	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job, authored_by`
+	cancelled_by, cancelled_at, started_at, finished_at, attempts, worker, reason, exit_code, tier, status, job, authored_by, submitted_key`
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) { return scanRunCols(row, true) }
 
@@ -63,10 +68,10 @@ func scanRunCols(row interface{ Scan(...any) error }, withConfig bool) (*Run, er
 	var r Run
 	var config string
 	var created int64
-	var decidedBy, cancelledBy, worker, reason, tier, status, author sql.NullString
+	var decidedBy, cancelledBy, worker, reason, tier, status, author, skey sql.NullString
 	var decided, cancelled, started, finished, exit, job sql.NullInt64
 	dest := []any{&r.ID, &r.TenantID, &r.ProjectID, &r.Task, &config, &r.State, &r.SubmittedBy, &created, &decidedBy, &decided,
-		&cancelledBy, &cancelled, &started, &finished, &r.Attempts, &worker, &reason, &exit, &tier, &status, &job, &author}
+		&cancelledBy, &cancelled, &started, &finished, &r.Attempts, &worker, &reason, &exit, &tier, &status, &job, &author, &skey}
 	if !withConfig {
 		dest = append(dest[:4:4], dest[5:]...)
 	}
@@ -86,7 +91,7 @@ func scanRunCols(row interface{ Scan(...any) error }, withConfig bool) (*Run, er
 	r.CreatedAt = time.Unix(0, created).UTC()
 	r.DecidedBy, r.DecidedAt, r.CancelledBy, r.CancelledAt = decidedBy.String, t(decided), cancelledBy.String, t(cancelled)
 	r.StartedAt, r.FinishedAt, r.Worker, r.Reason, r.Tier, r.Status = t(started), t(finished), worker.String, reason.String, tier.String, status.String
-	r.Job, r.AuthoredBy = job.Int64, author.String
+	r.Job, r.AuthoredBy, r.SubmittedKey = job.Int64, author.String, skey.String
 	if exit.Valid {
 		e := int(exit.Int64)
 		r.ExitCode = &e
@@ -100,18 +105,67 @@ func scanRunCols(row interface{ Scan(...any) error }, withConfig bool) (*Run, er
 // author is who wrote the snapshot's content (the project's last
 // writer; "" when unknown): they may not approve it.
 func (s *Store) CreateRun(ctx context.Context, tenantID, projectID, task string, config []byte, submitter, author string) (*Run, error) {
+	return s.CreateRunCapped(ctx, tenantID, projectID, task, config, submitter, "", author, 0)
+}
+
+// ErrPendingCap: the tenant has as many runs pending approval or queued
+// as the cap allows.
+var ErrPendingCap = errors.New("store: the tenant's runs pending approval or queued are at the cap")
+
+// CreateRunCapped is CreateRun, recording the submitter's key
+// (submitterKey: once it is revoked the run cannot be approved), refused
+// with ErrPendingCap when the
+// tenant already has maxPending runs pending approval or queued (0: no
+// cap). The count and the insert are one transaction that holds the
+// tenant's row (PostgreSQL: SELECT … FOR UPDATE; SQLite: an immediate
+// transaction holds the write lock), so concurrent submissions of one
+// tenant are counted one after another and the cap is exact.
+func (s *Store) CreateRunCapped(ctx context.Context, tenantID, projectID, task string, config []byte, submitter, submitterKey, author string, maxPending int) (*Run, error) {
 	r := &Run{ID: NewID("run_"), TenantID: tenantID, ProjectID: projectID, Task: task, Config: config, State: StatePending,
-		SubmittedBy: submitter, AuthoredBy: author, CreatedAt: s.now().UTC()}
-	if _, err := s.exec(ctx, `INSERT INTO runs (id, tenant_id, project_id, task, config, state, submitted_by, created_at, authored_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, tenantID, projectID, task, string(config), StatePending, submitter, r.CreatedAt.UnixNano(), nullable(author)); err != nil {
+		SubmittedBy: submitter, SubmittedKey: submitterKey, AuthoredBy: author, CreatedAt: s.now().UTC()}
+	tx, own, err := s.begin(ctx) // joins an audited transaction
+	if err != nil {
 		return nil, err
+	}
+	if own {
+		defer tx.Rollback()
+	}
+	if maxPending > 0 {
+		lock := ""
+		if s.engine == Postgres {
+			lock = " FOR UPDATE"
+		}
+		var one int
+		err := tx.QueryRowContext(ctx, s.q(`SELECT 1 FROM tenants WHERE id = ?`+lock), tenantID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("store: tenant %q: %w", tenantID, ErrNotFound)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM runs WHERE tenant_id = ? AND state IN (?, ?)`), tenantID, StatePending, StateQueued).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n >= maxPending {
+			return nil, fmt.Errorf("%w: %d of %d", ErrPendingCap, n, maxPending)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO runs (id, tenant_id, project_id, task, config, state, submitted_by, created_at, authored_by, submitted_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		r.ID, tenantID, projectID, task, string(config), StatePending, submitter, r.CreatedAt.UnixNano(), nullable(author), nullable(submitterKey)); err != nil {
+		return nil, uniqueErr(err)
+	}
+	if own {
+		if err := tx.Commit(); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
 
 // Run returns a tenant's run; another tenant's is ErrNotFound.
 func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
-	r, err := scanRun(s.r(ctx).QueryRowContext(ctx, s.q(`SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`), id, tenantID))
+	r, err := scanRun(s.readRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`, id, tenantID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 	}
@@ -150,10 +204,30 @@ func (s *Store) PendingRuns(ctx context.Context, tenantID string) (int, error) {
 }
 
 func (s *Store) listRuns(ctx context.Context, query string, args ...any) ([]*Run, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
+	if tx := txFrom(ctx); tx != nil { // an audited transaction sees its own writes
+		rows, err := tx.QueryContext(ctx, s.q(query), args...)
+		if err != nil {
+			return nil, err
+		}
+		return scanRuns(rows)
+	}
+	st, err := s.prepared(ctx, query)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.rgate.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.rgate.release()
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanRuns(rows)
+}
+
+// scanRuns scans rows of runListColumns, and closes them.
+func scanRuns(rows *sql.Rows) ([]*Run, error) {
 	defer rows.Close()
 	out := []*Run{}
 	for rows.Next() {
@@ -224,6 +298,13 @@ func (s *Store) decide(ctx context.Context, tenantID, id, approver, to string) e
 	if to == StateQueued && r.AuthoredBy == approver {
 		return fmt.Errorf("store: run %s: %w", id, ErrAuthorApproval)
 	}
+	if to == StateQueued && r.SubmittedKey != "" {
+		if revoked, err := s.keyRevoked(ctx, r.SubmittedKey); err != nil {
+			return err
+		} else if revoked {
+			return fmt.Errorf("store: run %s: %w", id, ErrSubmitterRevoked)
+		}
+	}
 	now := s.now().UnixNano()
 	set := `state = ?, decided_by = ?, decided_at = ?`
 	args := []any{to, approver, now}
@@ -235,10 +316,35 @@ func (s *Store) decide(ctx context.Context, tenantID, id, approver, to string) e
 	// change are one condition.
 	cond, condArgs := ` AND submitted_by <> ?`, []any{approver}
 	if to == StateQueued {
-		cond += ` AND (authored_by IS NULL OR authored_by <> ?)`
+		// The submitting key unrevoked, in the same condition: a revoke
+		// that lands between the check above and the change still wins.
+		cond += ` AND (authored_by IS NULL OR authored_by <> ?)
+			AND (submitted_key IS NULL OR EXISTS (SELECT 1 FROM keys k WHERE k.id = runs.submitted_key AND k.revoked_at IS NULL))`
 		condArgs = append(condArgs, approver)
 	}
-	return s.transition(ctx, tenantID, id, set, args, cond, condArgs, StatePending)
+	err = s.transition(ctx, tenantID, id, set, args, cond, condArgs, StatePending)
+	if errors.Is(err, ErrState) && to == StateQueued && r.SubmittedKey != "" {
+		if revoked, kerr := s.keyRevoked(ctx, r.SubmittedKey); kerr == nil && revoked {
+			return fmt.Errorf("store: run %s: %w", id, ErrSubmitterRevoked)
+		}
+	}
+	return err
+}
+
+// ErrSubmitterRevoked: the key a run was submitted with has been
+// revoked (or rotated out), so the run cannot be approved; it can still
+// be rejected or cancelled.
+var ErrSubmitterRevoked = errors.New("store: the key that submitted the run has been revoked")
+
+// keyRevoked reports whether a key has been revoked (a missing key
+// counts as revoked: keys are never deleted).
+func (s *Store) keyRevoked(ctx context.Context, keyID string) (bool, error) {
+	var revoked sql.NullInt64
+	err := s.r(ctx).QueryRowContext(ctx, s.q(`SELECT revoked_at FROM keys WHERE id = ?`), keyID).Scan(&revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	return revoked.Valid, err
 }
 
 // Cancel cancels a run that has not ended. A pending or queued run is

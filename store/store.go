@@ -75,6 +75,9 @@ const (
 	Postgres Engine = "postgres"
 )
 
+// readConns is the size of SQLite's read pool.
+const readConns = 8
+
 // Store is the control plane's database.
 type Store struct {
 	dsn    string
@@ -85,6 +88,9 @@ type Store struct {
 	// The operator's audit key (SetAuditKey, audit.go).
 	auditMaster []byte
 	auditKeyID  string
+	stmts       stmtCache // the hot reads' prepared statements (stmt.go)
+	rgate       fifoGate  // the hot reads' first-come, first-served admission (stmt.go)
+	wgate       fifoGate  // SQLite's writes' (nil on PostgreSQL, which has many writers)
 }
 
 // Open opens the database the DSN names: "postgres://…" or
@@ -119,11 +125,21 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 			s.db.Close()
 			return nil, fmt.Errorf("store: open: %w", err)
 		}
-		s.rdb.SetMaxOpenConns(8)
+		s.rdb.SetMaxOpenConns(readConns)
+		s.rgate = make(fifoGate, readConns)
+		s.wgate = make(fifoGate, 1)
+		// As many kept idle as may be open: database/sql keeps only 2 by
+		// default, so under load each read beyond them opened a new SQLite
+		// connection (reading the schema again) and prepared its
+		// statement anew (docs/server.md, "Figures").
+		s.rdb.SetMaxIdleConns(readConns)
 	} else {
 		// Bounded, so that a burst of requests queues here rather than
 		// exhausting the server's max_connections (the queue has its own pool).
 		s.db.SetMaxOpenConns(32)
+		s.rgate = make(fifoGate, 24) // leaves writes 8 of the 32
+		s.db.SetMaxIdleConns(32)     // not 2: a burst would connect anew per request
+		s.db.SetConnMaxIdleTime(5 * time.Minute)
 		s.rdb = s.db
 	}
 	if err := s.db.PingContext(ctx); err != nil {
@@ -159,6 +175,7 @@ func (s *Store) Engine() Engine { return s.engine }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.closeStmts()
 	if s.rdb != s.db {
 		s.rdb.Close()
 	}
@@ -187,7 +204,18 @@ func (s *Store) q(query string) string {
 }
 
 func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := s.w(ctx).ExecContext(ctx, s.q(query), args...)
+	if tx := txFrom(ctx); tx != nil { // an audited transaction: its connection, no gate
+		res, err := tx.ExecContext(ctx, s.q(query), args...)
+		if err != nil {
+			return 0, uniqueErr(err)
+		}
+		return res.RowsAffected()
+	}
+	if err := s.wgate.acquire(ctx); err != nil {
+		return 0, err
+	}
+	defer s.wgate.release()
+	res, err := s.db.ExecContext(ctx, s.q(query), args...)
 	if err != nil {
 		return 0, uniqueErr(err)
 	}
@@ -248,7 +276,7 @@ func (s *Store) Tenant(ctx context.Context, id string) (*Tenant, error) {
 	var t Tenant
 	var ceiling string
 	var created int64
-	err := s.r(ctx).QueryRowContext(ctx, s.q(`SELECT id, name, ceiling, created_at FROM tenants WHERE id = ?`), id).Scan(&t.ID, &t.Name, &ceiling, &created)
+	err := s.readRow(ctx, `SELECT id, name, ceiling, created_at FROM tenants WHERE id = ?`, id).Scan(&t.ID, &t.Name, &ceiling, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: tenant %q: %w", id, ErrNotFound)
 	}
@@ -427,8 +455,8 @@ type Principal struct {
 func (s *Store) Authenticate(ctx context.Context, secret string) (*Principal, error) {
 	var p Principal
 	var uid, name, role sql.NullString
-	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT k.tenant_id, k.id, k.user_id, u.name, u.role FROM keys k LEFT JOIN users u ON u.id = k.user_id
-		WHERE k.hash = ? AND k.revoked_at IS NULL`), HashKey(secret)).Scan(&p.TenantID, &p.KeyID, &uid, &name, &role)
+	err := s.readRow(ctx, `SELECT k.tenant_id, k.id, k.user_id, u.name, u.role FROM keys k LEFT JOIN users u ON u.id = k.user_id
+		WHERE k.hash = ? AND k.revoked_at IS NULL`, HashKey(secret)).Scan(&p.TenantID, &p.KeyID, &uid, &name, &role)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrUnauthorized
 	}

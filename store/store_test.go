@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cordon-dev/cordon/internal/pgtest"
 	"github.com/cordon-dev/cordon/store"
@@ -315,6 +316,139 @@ func TestConcurrentApprovals(t *testing.T) {
 		wg.Wait()
 		if approved != 1 || started != 1 {
 			t.Fatalf("approved %d times, started %d times", approved, started)
+		}
+	})
+}
+
+// TestPendingCapExact races submissions against the cap on a tenant's
+// runs pending approval or queued: exactly the cap's worth are created,
+// the rest refused with ErrPendingCap, another tenant is not counted, and
+// an ended run frees its place.
+func TestPendingCapExact(t *testing.T) {
+	engines(t, func(t *testing.T, s *store.Store) {
+		ctx := context.WithoutCancel(t.Context())
+		f := setup(t, s, "acme")
+		o := setup(t, s, "other")
+		const max = 5
+		// One pending and one queued already count; another tenant's do not.
+		r1, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
+		r2, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
+		if err := s.Approve(ctx, f.tenant.ID, r2.ID, f.approver.ID); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := s.CreateRun(ctx, o.tenant.ID, o.project.ID, "t", []byte(`{}`), o.member.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		created, capped := 0, 0
+		start := make(chan struct{})
+		for range 24 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", "", max)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					created++
+				case errors.Is(err, store.ErrPendingCap):
+					capped++
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		n, err := s.PendingRuns(ctx, f.tenant.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created != max-2 || capped != 24-(max-2) || n != max {
+			t.Fatalf("created %d, refused %d, pending or queued %d: want %d, %d, %d", created, capped, n, max-2, 24-(max-2), max)
+		}
+		if _, err := s.Cancel(ctx, f.tenant.ID, r1.ID, f.member.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", "", max); err != nil {
+			t.Fatalf("a cancelled run still counted: %v", err)
+		}
+		if _, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "", "", max); !errors.Is(err, store.ErrPendingCap) {
+			t.Fatalf("over the cap: %v", err)
+		}
+	})
+}
+
+// TestRevokedSubmitterKey: a run whose submitting key is revoked cannot
+// be approved (ErrSubmitterRevoked, the run unchanged), and can still be
+// rejected; a run from before keys were recorded ("" key) is approved.
+func TestRevokedSubmitterKey(t *testing.T) {
+	engines(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s, "acme")
+		k, _, err := s.CreateKey(ctx, f.tenant.ID, f.member.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs []*store.Run
+		for range 2 {
+			r, err := s.CreateRunCapped(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, k.ID, "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, r)
+		}
+		old, _ := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{}`), f.member.ID, "")
+		if err := s.RevokeKey(ctx, f.tenant.ID, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Approve(ctx, f.tenant.ID, runs[0].ID, f.approver.ID); !errors.Is(err, store.ErrSubmitterRevoked) {
+			t.Fatalf("approving a revoked key's run: %v", err)
+		}
+		if r, _ := s.Run(ctx, f.tenant.ID, runs[0].ID); r.State != store.StatePending || r.DecidedBy != "" || r.SubmittedKey != k.ID {
+			t.Fatalf("the refused approval changed the run: %+v", r)
+		}
+		if err := s.Reject(ctx, f.tenant.ID, runs[1].ID, f.approver.ID); err != nil {
+			t.Fatalf("rejecting a revoked key's run: %v", err)
+		}
+		if err := s.Approve(ctx, f.tenant.ID, old.ID, f.approver.ID); err != nil {
+			t.Fatalf("a run without a recorded key: %v", err)
+		}
+	})
+}
+
+// TestReadGateReleased: the hot reads pass a gate as wide as the read
+// pool; a read that finds nothing, fails or is cancelled gives its place
+// back, so that many more such reads than places still complete.
+func TestReadGateReleased(t *testing.T) {
+	engines(t, func(t *testing.T, s *store.Store) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		f := setup(t, s, "acme")
+		done := ctx
+		cancelled, stop := context.WithCancel(ctx)
+		stop()
+		for i := range 100 {
+			if _, err := s.Run(done, f.tenant.ID, "run_missing"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("read %d: %v", i, err)
+			}
+			if _, err := s.Authenticate(done, "cdn_wrong"); !errors.Is(err, store.ErrUnauthorized) {
+				t.Fatalf("read %d: %v", i, err)
+			}
+			if _, err := s.Run(cancelled, f.tenant.ID, "run_missing"); err == nil {
+				t.Fatalf("read %d: a cancelled read succeeded", i)
+			}
+			if _, err := s.Runs(cancelled, f.tenant.ID, 10); err == nil {
+				t.Fatalf("read %d: a cancelled list succeeded", i)
+			}
+		}
+		if _, err := s.Runs(ctx, f.tenant.ID, 10); err != nil || ctx.Err() != nil {
+			t.Fatalf("after 400 reads: %v (%v)", err, ctx.Err())
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -43,8 +44,8 @@ type client struct {
 }
 
 type clientFlags struct {
-	server, keyFile *string
-	asJSON          *bool
+	server, keyFile      *string
+	asJSON, insecureHTTP *bool
 }
 
 func addClientFlags(fs *flag.FlagSet) clientFlags {
@@ -52,6 +53,8 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 		server:  fs.String("server", "", "the control plane's URL (default: $"+serverEnv+", else http://"+defaultListen+")"),
 		keyFile: fs.String("key-file", "", "the file holding the key (default: $"+serverKeyFile+", else $"+serverKeyEnv+")"),
 		asJSON:  fs.Bool("json", false, "print the server's answer as one JSON object for machines"),
+		insecureHTTP: fs.Bool("insecure-http", false,
+			"send the key over plain http to a host that is not loopback (it can be read on the way: use https)"),
 	}
 }
 
@@ -108,6 +111,10 @@ func (f clientFlags) client() (*client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, &usageError{msg: fmt.Sprintf("--server %q: want http://HOST:PORT or https://…", base)}
 	}
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) && !*f.insecureHTTP {
+		return nil, &usageError{msg: fmt.Sprintf("server %q: plain http to a host that is not loopback would send your key in the clear", base),
+			hint: "use https://… (cordon serve --tls-cert/--tls-key), or pass --insecure-http if the network between you is trusted"}
+	}
 	key := ""
 	file := *f.keyFile
 	if file == "" {
@@ -126,7 +133,26 @@ func (f clientFlags) client() (*client, error) {
 	default:
 		key = strings.TrimSpace(os.Getenv(serverKeyEnv))
 	}
-	return &client{base: strings.TrimRight(base, "/"), key: key, asJSON: *f.asJSON, hc: &http.Client{Timeout: 5 * time.Minute}}, nil
+	hc := &http.Client{Timeout: 5 * time.Minute, CheckRedirect: refuseRedirect}
+	return &client{base: strings.TrimRight(base, "/"), key: key, asJSON: *f.asJSON, hc: hc}, nil
+}
+
+// loopbackHost reports whether a URL's host is this machine's loopback:
+// "localhost" or a loopback address. Only there may a key go over plain
+// http without --insecure-http.
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// refuseRedirect stops the client following a redirect: the server's API
+// never redirects, and following one could carry the key to another
+// scheme or host (https to http on the same host keeps the header).
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("the server redirected to %s: cordon does not follow redirects with your key; check --server", req.URL.Redacted())
 }
 
 // serverError is the server's refusal, with its message and hint.
