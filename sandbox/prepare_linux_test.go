@@ -213,6 +213,7 @@ func TestPreparedNamesPlanLikeCold(t *testing.T) {
 // while it was parked fails Check and cannot start: it would run
 // without its limits.
 func TestPreparedCgroupGone(t *testing.T) {
+	requireRoot(t, "a rootless prepared sandbox here has no cgroup of its own (none is delegated)")
 	p, err := Prepare(context.Background(), preparedSpec(t))
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 // digest of a low-entropy secret's output is a guessing oracle: see
 // docs/security/redteam-16.md.)
 func TestRedteam16EnvSecretInEvidence(t *testing.T) {
+	requireRoot(t, "its commands run under the project's memory and CPU limits, which a rootless run enforces only in a delegated cgroup v2 subtree")
 	const envVal = "env-leak-value-91c3"
 	grants := `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
 "exec":{"allow":[{"name":"sh"}]},"env":["API_TOKEN"],
@@ -79,6 +80,7 @@ func TestRedteam16EnvSecretInEvidence(t *testing.T) {
 // and every directory, from StateDir/runs down, is 0700, so no other user
 // of the worker reaches a file in it whatever the file's own mode.
 func TestRedteam16EnvSecretOnWorkerDisk(t *testing.T) {
+	requireRoot(t, "its commands run under the project's memory and CPU limits, which a rootless run enforces only in a delegated cgroup v2 subtree")
 	const envVal = "env-disk-value-4d17"
 	grants := `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,
 "exec":{"allow":[{"name":"sh"}]},"env":["API_TOKEN"],
