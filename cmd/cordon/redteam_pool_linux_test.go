@@ -81,7 +81,6 @@ func exitedWithin(pid int, d time.Duration) bool {
 	return false
 }
 
-
 // TestRedteamPoolStopWithIdleConnection: a peer that connects and sends
 // nothing must not keep the pool server alive after 'cordon pool stop'
 // (or SIGTERM): the server reads a request with no deadline and waits
