@@ -144,6 +144,41 @@ func TestRedteamPreparedProgramSwappedWhileParked(t *testing.T) {
 	}
 }
 
+// TestRedteamPreparedProgramUpgradedWhileParked: a program upgraded
+// on the host (renamed over) while a slot is parked is refused at the
+// claim as not executable (126): fail closed, but the claim fails where
+// a cold run succeeds, for every parked slot, for up to --max-idle; the
+// pool does not evict the stale slot and retry. (Availability.)
+func TestRedteamPreparedProgramUpgradedWhileParked(t *testing.T) {
+	requireRoot(t, "writes a uniquely named program to /usr/local/bin")
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	name := "cordon-rt-" + hex.EncodeToString(rb[:])
+	path := "/usr/local/bin/" + name
+	b, err := os.ReadFile("/usr/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := func() {
+		t.Helper()
+		if err := os.WriteFile(path+".new", b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install()
+	t.Cleanup(func() { os.Remove(path); os.Remove(path + ".new") })
+	js := strings.Replace(testGrants, `{"name":"env"}`, `{"name":"env"},{"name":"`+name+`"}`, 1)
+	warm, res := rtWarm(t, js, []string{name}, func(*Prepared) { install() }) // same bytes, new inode
+	cold := sandboxed(t, []string{name}, withGrants(t, js))
+	cold.mustExit(t, 0)
+	if res == nil || res.ExitCode != 0 {
+		t.Errorf("FINDING (availability): a program reinstalled while the slot was parked fails warm (%v) where it runs cold", warm.err)
+	}
+}
+
 // TestRedteamPreparedMaskedFileReplacedWhileParked: a deny.fs file that
 // exists when the slot is prepared is masked (/dev/null bound over it).
 // If the host replaces the file while the slot is parked the way editors
@@ -194,13 +229,17 @@ func TestRedteamColdMaskedFileReplacedDuringRun(t *testing.T) {
 // rtProbe prints what a program is given: credentials, capabilities,
 // no_new_privs, seccomp, rlimits, mounts (point and options), the
 // environment and the cgroup.
-const rtProbe = `grep -E '^(Uid|Gid|Groups|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Seccomp_filters)' /proc/self/status
-for o in -c -d -f -l -n -s -t -u -v; do echo "ulimit $o $(ulimit $o)"; done
-while read -r _ _ _ _ mp opts _; do echo "mount $mp $opts"; done < /proc/self/mountinfo | sort
-env | sort
-cat /proc/self/cgroup
-echo "pwd $(pwd)"
-for p in /bin/sh /usr/bin/cat /usr/bin/tail /usr/bin/id /usr/bin/env /usr/bin/python3; do if [ -x "$p" ]; then echo "x $p"; fi; done`
+const rtProbe = `while IFS= read -r l; do case "$l" in Uid*|Gid*|Groups*|Cap*|NoNewPrivs*|Seccomp*) echo "$l";; esac; done < /proc/self/status
+for o in -c -d -f -l -n -s -t -u -v; do echo "ulimit $o $(ulimit $o 2>&1)"; done
+while read -r _ _ _ _ mp opts _; do echo "mount $mp $opts"; done < /proc/self/mountinfo
+env
+while IFS= read -r l; do echo "cgroup $l"; done < /proc/self/cgroup
+echo "pwd $(pwd) umask $(umask)"
+for f in /proc/self/fd/*; do echo "fd $f"; done
+cat /proc/1/environ >/dev/null 2>&1 && echo "init environ readable"
+ls /proc/1/fd >/dev/null 2>&1 && echo "init fds listable"
+kill -0 1 2>/dev/null && echo "init signalable"
+for p in /bin/sh /usr/bin/cat /usr/bin/tail /usr/bin/id /usr/bin/env /usr/bin/python3 /usr/bin/perl /usr/bin/grep; do if [ -x "$p" ]; then echo "x $p"; fi; done`
 
 // TestRedteamPreparedSamePolicyAsCold: the same probe, cold and warm,
 // sees the same credentials, capabilities, seccomp, rlimits, mounts,
@@ -215,6 +254,7 @@ func TestRedteamPreparedSamePolicyAsCold(t *testing.T) {
 	if warm.err != nil || res.ExitCode != 0 {
 		t.Fatalf("warm probe: %v, %+v, stderr %s", warm.err, res, warm.stderr)
 	}
+	t.Logf("warm probe:\n%s", warm.stdout)
 	norm := func(s string) string {
 		s = regexp.MustCompile(`HOSTNAME=\S*`).ReplaceAllString(s, "HOSTNAME=*")
 		lines := strings.Split(s, "\n")
