@@ -298,3 +298,62 @@ func TestRedteamPoolDirPlanted(t *testing.T) {
 		}
 	}
 }
+
+// TestRedteamPoolClientChecksServer: root (or any claimer) that claims
+// from a pool served by another, unprivileged uid hands that uid its
+// standard streams (SCM_RIGHTS: a root terminal, a root-owned output
+// file) and believes its answers (decision, exit status). The claimer
+// must check the server's credentials as the server checks the
+// claimer's: refuse a server that is neither itself nor root before it
+// sends anything.
+func TestRedteamPoolClientChecksServer(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root, to serve as another uid")
+	}
+	state := t.TempDir()
+	for _, d := range []string{filepath.Dir(state), state} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Dir(poolSocket(state))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	// A fake pool of uid 65534: it reports how many descriptors the
+	// claimer sent, and answers with a forged result.
+	srv := exec.Command("/usr/bin/python3", "-c", `import socket,sys,array,os
+s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1],0o666); s.listen(1)
+print("ready", flush=True)
+c,_=s.accept()
+msg,anc,_,_=c.recvmsg(1<<20, socket.CMSG_SPACE(16))
+n=0
+for lvl,typ,data in anc:
+    if typ==socket.SCM_RIGHTS: n+=len(data)//4
+print("fds", n, flush=True)
+c.sendall(b'{"result":{"ExitCode":0}}\n')
+c.close()`, poolSocket(state))
+	srv.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	r := bufio.NewReader(stdout)
+	if l, err := r.ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("fake server: %q, %v", l, err)
+	}
+	var errb bytes.Buffer
+	code := run([]string{"exec", "--pool", "--state", state, "--", "false"}, nil, &bytes.Buffer{}, &errb)
+	srv.Process.Signal(syscall.SIGTERM)
+	got, _ := r.ReadString('\n')
+	if strings.HasPrefix(got, "fds ") && got != "fds 0\n" {
+		t.Errorf("FINDING: the claimer sent its streams to a pool of uid 65534 (%s) and took its answer (exit %d for 'false'): %s", strings.TrimSpace(got), code, errb.String())
+	}
+}
