@@ -206,6 +206,32 @@ func TestRedteamPreparedMaskedFileReplacedWhileParked(t *testing.T) {
 	}
 }
 
+// TestRedteamPreparedMaskedDirReplacedWhileParked: a deny.fs directory
+// masked at Prepare (an empty tmpfs over it) that the host moves aside
+// and recreates while the slot is parked (a checkout, an extraction)
+// must still be hidden: the mask follows the moved dentry, not the name.
+func TestRedteamPreparedMaskedDirReplacedWhileParked(t *testing.T) {
+	requireRoot(t, "host paths are bound into the sandbox as root")
+	d := hostDir(t)
+	mkdirMode(t, d+"/keys", 0o755)
+	writeFile(t, d+"/keys/k", "old\n", 0o644)
+	js := fsGrants(rule(d, "ro"), d+"/keys")
+	argv := []string{"sh", "-c", "cat " + d + "/keys/k 2>/dev/null; echo end"}
+	warm, _ := rtWarm(t, js, argv, func(*Prepared) {
+		if err := os.Rename(d+"/keys", d+"/keys.old"); err != nil {
+			t.Fatal(err)
+		}
+		mkdirMode(t, d+"/keys", 0o755)
+		writeFile(t, d+"/keys/k", "s3cret\n", 0o644)
+	})
+	if warm.err != nil {
+		return // refused: fail closed
+	}
+	if warm.stdout != "end\n" {
+		t.Errorf("FINDING: the warm run read a deny.fs directory recreated while its slot was parked: stdout %q", warm.stdout)
+	}
+}
+
 // TestRedteamColdMaskedFileReplacedDuringRun is the same replacement
 // during a cold run (control: not specific to pools, but it says whether
 // the warm finding above is only a longer window).
