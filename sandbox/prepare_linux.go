@@ -119,8 +119,10 @@ func (sb *Sandbox) prepareDeferred(fsp *fsPlan) (*initConfig, error) {
 // Check reports whether the prepared sandbox can still be started: it
 // has not been started or destroyed, its context has not ended, init is
 // alive and has reported nothing since it was ready, and its cgroup (if
-// it has one) is still there. A sandbox that fails the check can only be
-// destroyed.
+// it has one) is still there. Init must be in state S, R or D
+// (/proc/PID/stat): a stopped (T) or traced (t) init would never answer
+// the launch, and the run would wait out its wall clock for a program
+// that never ran. A sandbox that fails the check can only be destroyed.
 func (p *Prepared) Check() error {
 	sb := p.sb
 	if sb.state != stateCreated {
@@ -141,8 +143,16 @@ func (p *Prepared) Check() error {
 	if err != nil {
 		return fmt.Errorf("sandbox: the prepared sandbox's init: %w", err)
 	}
-	if i := lastIndexByte(st, ')'); i < 0 || i+2 >= len(st) || st[i+2] == 'Z' || st[i+2] == 'X' {
+	i := lastIndexByte(st, ')')
+	if i < 0 || i+2 >= len(st) {
+		return errors.New("sandbox: the prepared sandbox's init: unreadable /proc stat")
+	}
+	switch st[i+2] {
+	case 'S', 'R', 'D': // waiting for its launch, running, or in the kernel
+	case 'Z', 'X':
 		return errors.New("sandbox: the prepared sandbox's init is dead")
+	default: // T (stopped), t (traced), or anything else: it would not answer its launch
+		return fmt.Errorf("sandbox: the prepared sandbox's init is in state %q (stopped or traced), not S, R or D", st[i+2])
 	}
 	if sb.cg != nil {
 		if err := sb.cg.Exists(); err != nil {
