@@ -654,6 +654,10 @@ func (ps *poolSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Resul
 		}
 		files = nil
 	}
+	// Whatever the outcome, the outputs' copies end (the server closes
+	// its descriptors when it is done) before the caller writes to the
+	// same writers; this runs after closeFiles.
+	defer waitCopied(copied, 5*time.Second)
 	defer closeFiles()
 	// The wall clock is the launch's; the key's policy leaves it out.
 	req := poolRequest{Op: "claim", Key: pool.KeyFor(s, pool.EnvAddress(s)), Launch: &poolLaunch{
@@ -689,6 +693,8 @@ func (ps *poolSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Resul
 		switch {
 		case r.Error != "" && (r.Mismatch || r.Empty) && ps.fallback:
 			ps.note("the resident pool refused the claim (" + oneLine(r.Error) + "): starting cold, as --pool-fallback-cold asks")
+			closeFiles()
+			waitCopied(copied, 5*time.Second) // the cold run writes to the same writers
 			return sandbox.Run(ctx, s)
 		case r.Error != "":
 			code := r.Code
