@@ -203,6 +203,15 @@ func readLaunch(ctl *bufio.Reader, cfg *initConfig) *initErr {
 			more = append(more, f)
 		}
 	}
+	// A prepared executable the host replaced while the slot was parked
+	// lost its bind (and its Landlock rule is on the old inode): it is
+	// bound and allowed again, as the new file, like a launch's own.
+	for _, f := range l.Rebind {
+		if !slices.Contains(cfg.ExecFiles, f) || slices.Contains(more, f) {
+			return setupErr("sandbox init: the launch rebinds %s, which was not prepared", f)
+		}
+		more = append(more, f)
+	}
 	cfg.moreExec = more
 	bound := &initConfig{ExecFiles: more, NoExecDirs: cfg.NoExecDirs}
 	if err := execFilesExecutable(bound, ""); err != nil { // mount_linux.go

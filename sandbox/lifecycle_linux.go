@@ -59,6 +59,7 @@ type Sandbox struct {
 	// of the streams, done when both outputs are copied.
 	launchFS    *fsPlan
 	launchNames *preparedNames
+	launchBound []boundExec // the executables bound at Prepare, as they were on the host
 	launchIO    *launchPipes
 	launchMsg   []byte
 	claimCtx    context.Context

@@ -17,6 +17,7 @@ import (
 	"github.com/cordon-dev/cordon/internal/phase"
 	"github.com/cordon-dev/cordon/sandbox/stage"
 	"github.com/cordon-dev/cordon/tier"
+	"golang.org/x/sys/unix"
 )
 
 // Prepared is a sandbox built up to the seam before its program is known:
@@ -111,6 +112,7 @@ func (sb *Sandbox) prepareDeferred(fsp *fsPlan) (*initConfig, error) {
 		}
 		slices.Sort(pre)
 		cfg.ExecFiles = slices.Compact(pre)
+		sb.launchBound = statBound(cfg.ExecFiles)
 	}
 	sb.res.LandlockABI = abi
 	return cfg, nil
@@ -119,8 +121,10 @@ func (sb *Sandbox) prepareDeferred(fsp *fsPlan) (*initConfig, error) {
 // Check reports whether the prepared sandbox can still be started: it
 // has not been started or destroyed, its context has not ended, init is
 // alive and has reported nothing since it was ready, and its cgroup (if
-// it has one) is still there. A sandbox that fails the check can only be
-// destroyed.
+// it has one) is still there. Init must be in state S, R or D
+// (/proc/PID/stat): a stopped (T) or traced (t) init would never answer
+// the launch, and the run would wait out its wall clock for a program
+// that never ran. A sandbox that fails the check can only be destroyed.
 func (p *Prepared) Check() error {
 	sb := p.sb
 	if sb.state != stateCreated {
@@ -141,8 +145,16 @@ func (p *Prepared) Check() error {
 	if err != nil {
 		return fmt.Errorf("sandbox: the prepared sandbox's init: %w", err)
 	}
-	if i := lastIndexByte(st, ')'); i < 0 || i+2 >= len(st) || st[i+2] == 'Z' || st[i+2] == 'X' {
+	i := lastIndexByte(st, ')')
+	if i < 0 || i+2 >= len(st) {
+		return errors.New("sandbox: the prepared sandbox's init: unreadable /proc stat")
+	}
+	switch st[i+2] {
+	case 'S', 'R', 'D': // waiting for its launch, running, or in the kernel
+	case 'Z', 'X':
 		return errors.New("sandbox: the prepared sandbox's init is dead")
+	default: // T (stopped), t (traced), or anything else: it would not answer its launch
+		return fmt.Errorf("sandbox: the prepared sandbox's init is in state %q (stopped or traced), not S, R or D", st[i+2])
 	}
 	if sb.cg != nil {
 		if err := sb.cg.Exists(); err != nil {
@@ -150,6 +162,50 @@ func (p *Prepared) Check() error {
 		}
 	}
 	return nil
+}
+
+// boundExec is an executable bound at Prepare and its host identity
+// then.
+type boundExec struct {
+	path     string
+	dev, ino uint64
+	ok       bool // it could be stat'ed
+}
+
+// statBound records the host identity of each of files.
+func statBound(files []string) []boundExec {
+	out := make([]boundExec, len(files))
+	for i, f := range files {
+		out[i].path = f
+		var st unix.Stat_t
+		if unix.Stat(f, &st) == nil {
+			out[i].dev, out[i].ino, out[i].ok = st.Dev, st.Ino, true
+		}
+	}
+	return out
+}
+
+// replacedBound is the bound executables that are now another file on
+// the host (a package upgrade or reinstall renames a new file over the
+// old one): the kernel drops a bind whose host dentry is renamed over,
+// so the name would show the new file in a noexec program directory and
+// the warm run would fail with 126 where a cold run runs it. They are
+// bound again at the launch, and Landlock allows the new inode: the run
+// then executes what a cold run started now would (the program's bytes
+// are hashed and decided at Start, as a cold run's are). A file that is
+// gone is left out: its name shows nothing, as in a cold run.
+func replacedBound(bound []boundExec) []string {
+	var out []string
+	for _, b := range bound {
+		var st unix.Stat_t
+		if unix.Stat(b.path, &st) != nil {
+			continue
+		}
+		if !b.ok || st.Dev != b.dev || st.Ino != b.ino {
+			out = append(out, b.path)
+		}
+	}
+	return out
 }
 
 func lastIndexByte(b []byte, c byte) int {
@@ -202,7 +258,11 @@ func (p *Prepared) Start(ctx context.Context, l *Launch) error {
 	if err != nil {
 		return err
 	}
-	lc := launchConfig{Argv: append([]string{filepath.Base(plan.program.Path)}, s.Argv[1:]...), Path: plan.program.Path, Env: env, ExecFiles: plan.execFiles}
+	lc := launchConfig{Argv: append([]string{filepath.Base(plan.program.Path)}, s.Argv[1:]...), Path: plan.program.Path, Env: env, ExecFiles: plan.execFiles,
+		Rebind: replacedBound(sb.launchBound)}
+	if len(lc.Rebind) > 0 {
+		phase.Add("prepared: rebinding " + strconv.Itoa(len(lc.Rebind)) + " executable(s) replaced on the host while parked")
+	}
 	if !filepath.IsAbs(s.Argv[0]) {
 		lc.Argv[0] = s.Argv[0]
 	}

@@ -101,6 +101,11 @@ type launchConfig struct {
 	Path      string   `json:"path"`
 	Env       []string `json:"env"`
 	ExecFiles []string `json:"exec_files"`
+	// Rebind are prepared executables (of the config's ExecFiles) that
+	// the host replaced (a new inode at the name) after Prepare: the
+	// kernel dropped their binds, so init binds them again, as a cold
+	// run binds them when it builds its root.
+	Rebind []string `json:"rebind,omitempty"`
 }
 
 // initMessage is one line init writes on fd 5.

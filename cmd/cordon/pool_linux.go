@@ -200,24 +200,84 @@ func poolServe(e *env, args []string) error {
 	}()
 	fmt.Fprintf(e.stderr, "cordon: pool: serving %d slots of policy %s, environment %s, on %s\n", *size, p.Key().Policy, p.Key().Env, poolSocket(state))
 	var conns sync.WaitGroup
+	live := &poolConns{m: map[*net.UnixConn]bool{}}
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
 			break
 		}
+		if !live.add(c) {
+			c.Close()
+			continue
+		}
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
+			defer live.remove(c)
 			defer c.Close()
-			servePoolConn(ctx, p, c, stop)
+			servePoolConn(ctx, p, c, func() { live.keep(c); stop() })
 		}()
 	}
+	// Stopped: every connection but the one that asked to stop (and is
+	// answered) is closed. An idle one goes; a claim's run is cancelled,
+	// as when its claimer goes away.
+	live.closeAll()
 	tot := p.Stop()
 	conns.Wait()
 	b, _ := json.Marshal(tot)
 	fmt.Fprintf(e.stderr, "cordon: pool: stopped; idle energy %s\n", b)
 	return nil
 }
+
+// poolConns are a pool server's live connections.
+type poolConns struct {
+	mu     sync.Mutex
+	m      map[*net.UnixConn]bool // guarded by mu: true for the connection that asked to stop
+	closed bool                   // guarded by mu
+}
+
+// add tracks c, or reports false once the server has stopped.
+func (pc *poolConns) add(c *net.UnixConn) bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.closed {
+		return false
+	}
+	pc.m[c] = false
+	return true
+}
+
+func (pc *poolConns) remove(c *net.UnixConn) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	delete(pc.m, c)
+}
+
+// keep exempts c (the stop request's connection) from closeAll.
+func (pc *poolConns) keep(c *net.UnixConn) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if _, ok := pc.m[c]; ok {
+		pc.m[c] = true
+	}
+}
+
+// closeAll closes every tracked connection but the kept one, and every
+// one added later.
+func (pc *poolConns) closeAll() {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.closed = true
+	for c, kept := range pc.m {
+		if !kept {
+			c.Close()
+		}
+	}
+}
+
+// firstRequestWait bounds how long a new connection may take to send its
+// request: one that sends nothing is closed, not waited for.
+const firstRequestWait = 5 * time.Second
 
 // listenPool listens on the state directory's pool socket: its directory
 // is made 0700 (and must be the caller's and not open to others), a
@@ -255,21 +315,28 @@ func listenPool(state string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// peerAllowed checks the connection's peer: the server's own uid or root.
-func peerAllowed(c *net.UnixConn) error {
+// peerCred is the connection's peer's credentials (SO_PEERCRED: as of
+// its connect or listen).
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := rc.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+// peerAllowed checks the connection's peer: the server's own uid or root.
+func peerAllowed(c *net.UnixConn) error {
+	cred, err := peerCred(c)
+	if err != nil {
 		return err
 	}
-	if cerr != nil {
-		return cerr
-	}
-	if int(cred.Uid) != os.Geteuid() && cred.Uid != 0 {
+	if !trustedUID(cred.Uid) {
 		return fmt.Errorf("uid %d may not use the pool of uid %d", cred.Uid, os.Geteuid())
 	}
 	return nil
@@ -280,7 +347,13 @@ func peerAllowed(c *net.UnixConn) error {
 func readFirst(c *net.UnixConn) ([]byte, []*os.File, error) {
 	buf := make([]byte, 1<<20)
 	oob := make([]byte, unix.CmsgSpace(3*4))
+	if err := c.SetReadDeadline(time.Now().Add(firstRequestWait)); err != nil {
+		return nil, nil, err
+	}
 	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if derr := c.SetReadDeadline(time.Time{}); err == nil {
+		err = derr
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -482,15 +555,64 @@ func poolControl(e *env, op string, args []string) error {
 	return nil
 }
 
-// dialPool connects to the state directory's resident pool.
+// errPoolUntrusted is a pool socket, its directory or its server that is
+// not this uid's or root's: nothing is sent to it, and no run falls back
+// cold past it (someone else controls the state directory).
+var errPoolUntrusted = errors.New("untrusted resident pool")
+
+// dialPool connects to the state directory's resident pool, which must
+// be this uid's or root's: the pool directory and the socket must be
+// owned by the caller's euid or root, the directory not writable by group
+// or others, and the process serving the socket (SO_PEERCRED) must run as the
+// caller's euid or root. A claim sends the caller's standard streams and
+// takes the answers as its run's result, so nothing is sent before these
+// checks.
 func dialPool(state string) (*net.UnixConn, error) {
 	sock := poolSocket(state)
+	for _, p := range []string{filepath.Dir(sock), sock} {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				break // no pool: the dial says so
+			}
+			return nil, fmt.Errorf("the resident pool's %s: %w", p, err)
+		}
+		want := uint32(unix.S_IFDIR)
+		if p == sock {
+			want = unix.S_IFSOCK
+		}
+		// The directory's mode decides who can put another socket in
+		// its place; the socket's decides only who can connect (the
+		// server checks its peers).
+		if st.Mode&unix.S_IFMT != want || !trustedUID(st.Uid) || want == unix.S_IFDIR && st.Mode&0o022 != 0 {
+			what := "a directory of uid %d or root, not writable by group or others"
+			if want == unix.S_IFSOCK {
+				what = "a socket of uid %d or root"
+			}
+			return nil, withHint(fmt.Errorf("%w: %s is uid %d, mode %#o: it must be "+what,
+				errPoolUntrusted, p, st.Uid, st.Mode&0o7777, os.Geteuid()),
+				"use a state directory of your own (--state), or remove "+p)
+		}
+	}
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		return nil, withHint(fmt.Errorf("no resident pool at %s: %w", sock, err), "start one with 'cordon pool serve' (same --state and --grants)")
 	}
+	cred, err := peerCred(c)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: the credentials of the process serving %s: %v", errPoolUntrusted, sock, err)
+	}
+	if !trustedUID(cred.Uid) {
+		c.Close()
+		return nil, withHint(fmt.Errorf("%w: %s is served by pid %d of uid %d, not uid %d or root", errPoolUntrusted, sock, cred.Pid, cred.Uid, os.Geteuid()),
+			"use a state directory of your own (--state)")
+	}
 	return c, nil
 }
+
+// trustedUID reports whether uid is this process's euid or root.
+func trustedUID(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }
 
 // poolSandbox is session.Sandbox for `cordon exec --pool`: each Run
 // claims a slot from the resident pool, records the slot's idle charge
@@ -515,7 +637,7 @@ func (ps *poolSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Resul
 	}
 	c, err := dialPool(ps.state)
 	if err != nil {
-		if ps.fallback {
+		if ps.fallback && !errors.Is(err, errPoolUntrusted) {
 			ps.note("no resident pool (" + oneLine(err.Error()) + "): starting cold, as --pool-fallback-cold asks")
 			return sandbox.Run(ctx, s)
 		}
@@ -532,6 +654,10 @@ func (ps *poolSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Resul
 		}
 		files = nil
 	}
+	// Whatever the outcome, the outputs' copies end (the server closes
+	// its descriptors when it is done) before the caller writes to the
+	// same writers; this runs after closeFiles.
+	defer waitCopied(copied, 5*time.Second)
 	defer closeFiles()
 	// The wall clock is the launch's; the key's policy leaves it out.
 	req := poolRequest{Op: "claim", Key: pool.KeyFor(s, pool.EnvAddress(s)), Launch: &poolLaunch{
@@ -567,6 +693,8 @@ func (ps *poolSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Resul
 		switch {
 		case r.Error != "" && (r.Mismatch || r.Empty) && ps.fallback:
 			ps.note("the resident pool refused the claim (" + oneLine(r.Error) + "): starting cold, as --pool-fallback-cold asks")
+			closeFiles()
+			waitCopied(copied, 5*time.Second) // the cold run writes to the same writers
 			return sandbox.Run(ctx, s)
 		case r.Error != "":
 			code := r.Code

@@ -107,7 +107,8 @@ add("unknown-op", "An unknown operation is malformed.",
 add("extra-member", "An unknown member is malformed.",
     [dict(park("1"), extra=True)], err="pool-invalid")
 
-# Idle energy as the reference pool estimates it: 2 W per allotted core,
+# Idle energy as the reference pool estimates it: 2 W per allotted core
+# (ceil(CPUMillis/1000), at least one; the core count is not in these vectors),
 # rounded up to a whole µJ, so 1 ns parked is 1 µJ (never zero).
 add("estimator-rounding", "The reference estimator's smallest charge: 1 ns parked at 2 W rounds up to 1 µJ.",
     [park("1"), accrue("1", 1), evict("1")])

@@ -97,10 +97,15 @@ type IdleModel struct {
 }
 
 // DefaultIdle is energy.DefaultCoefficients' idle power for the cores
-// the limits allot (CPUMillis / 1000, at least one).
+// the limits allot: CPUMillis / 1000 rounded up, at least one (a slot
+// allotted 1.5 CPUs is charged two cores' idle power, never one).
 func DefaultIdle(l sandbox.Limits) IdleModel {
-	cores := uint64(max(l.CPUMillis, 1000) / 1000)
-	return IdleModel{IdlePerCoreUW: energy.DefaultCoefficients.IdlePerCoreUW, Cores: cores}
+	cores := l.CPUMillis / 1000
+	if l.CPUMillis%1000 > 0 {
+		cores++
+	}
+	cores = max(cores, 1)
+	return IdleModel{IdlePerCoreUW: energy.DefaultCoefficients.IdlePerCoreUW, Cores: uint64(cores)}
 }
 
 // Energy is the model's figure for d parked, in µJ: at least 1 for any
