@@ -264,3 +264,21 @@ func TestRootlessDenyFSAround(t *testing.T) {
 		t.Errorf("rootless warm run: got %q, want %q", out.String(), want)
 	}
 }
+
+// TestDenyFSAroundAliasRefused: a directory on the way to a denied path
+// that is also granted under another name (here a host bind mount of it)
+// refuses the run: a rule on the other name would be on the same inode
+// and cover the denied path.
+func TestDenyFSAroundAliasRefused(t *testing.T) {
+	requireRoot(t, "bind-mounts a host directory")
+	d := hostDir(t)
+	alias := hostDir(t)
+	writeFile(t, d+"/x/secret", "s\n", 0o644)
+	writeFile(t, d+"/x/ok", "ok\n", 0o644)
+	if err := unix.Mount(d+"/x", alias, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(alias, unix.MNT_DETACH) })
+	r := sandboxed(t, []string{"cat", alias + "/secret"}, withGrants(t, fsGrants(rule(d, "ro")+","+rule(alias, "ro"), d+"/x/secret")))
+	r.refused(t, "Landlock rule for "+alias, "same directory as "+d+"/x", "leads to a deny.fs path")
+}
