@@ -58,7 +58,8 @@ func fsRights(v int) uint64 {
 }
 
 // restrictLandlock restricts this thread (and what it forks) to: read
-// everything in the new root (which holds only what cordon put there),
+// everything in the new root (which holds only what cordon put there)
+// but the deny.fs paths (addAround),
 // write only /work, /tmp and /dev/shm, read and write the device nodes,
 // execute only cfg.ExecFiles, no TCP bind or connect (ABI ≥ 4), and no
 // abstract unix sockets or signals outside the sandbox (ABI ≥ 6).
