@@ -132,6 +132,7 @@ type envOpts struct {
 	postgres bool
 	maxWall  time.Duration
 	pending  int // Config.MaxPending
+	workers  int // Config.Workers (0: the default)
 	rescue   time.Duration
 	dsn      string
 	dir      string
@@ -194,7 +195,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		o.broker = nil
 	}
 	cfg := server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true,
-		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, WorkerID: "test-" + filepath.Base(dir),
+		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, Workers: o.workers, WorkerID: "test-" + filepath.Base(dir),
 		Broker: o.broker, AuditKey: sharedAuditKey(), Secrets: o.secrets, SecretsConfigured: o.configured}
 	if o.log != nil {
 		cfg.Log = slog.New(slog.NewJSONHandler(o.log, nil))

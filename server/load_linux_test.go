@@ -68,9 +68,11 @@ func TestLoad(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("CORDON_LOAD_CLIENTS")); err == nil {
 		clients = v
 	}
+	workers, _ := strconv.Atoi(os.Getenv("CORDON_LOAD_WORKERS")) // 0: the server's default
 	dir := t.TempDir()
 	te := &timedExec{d: map[string]time.Duration{}}
-	e := newEnv(t, envOpts{dir: dir, exec: te})
+	e := newEnv(t, envOpts{dir: dir, exec: te, workers: workers})
+	t.Logf("workers: %d (0: the default, %d)", workers, server.DefaultWorkers)
 	te.inner = &server.RunnerExecutor{StateDir: dir, Key: mustKey(t), Version: "test"}
 	if os.Getenv("CORDON_LOAD_EXEC") == "none" {
 		// A diagnostic, not the measurement: the same load with an
