@@ -269,9 +269,40 @@ type RunPrincipals struct {
 	Agent    string `json:"agent"`
 	AgentKey string `json:"agent_key"` // the agent's Ed25519 public key, base64url without padding
 	Issuer   string `json:"issuer,omitempty"`
+	// Resume marks the principals of a parked run that resumed: a fresh
+	// agent key for the same run, journalled right after run.resume
+	// (docs/SPEC.md §9.4); checkpoints after it verify under it alone.
+	Resume bool `json:"resume,omitempty"`
 }
 
 func (RunPrincipals) Name() string { return "run.principals" }
+
+// RunPark records that a run parked (docs/SPEC.md §9.4): why, the
+// digests of the workspace tree and of the state file it left, and the
+// snapshot (their ContentId) its durable record's suspend segment names.
+type RunPark struct {
+	Run      string `json:"run"`
+	Reason   string `json:"reason"` // mailbox, request or budget
+	Tree     string `json:"tree"`
+	State    string `json:"state"`
+	Snapshot string `json:"snapshot"`
+	EnergyUJ int64  `json:"energy_uj"` // the segment's energy, as its execute segment records it
+}
+
+func (RunPark) Name() string { return "run.park" }
+
+// RunResume records that a parked run continued from its snapshot: how
+// long it was parked and the idle energy that accrued, as its durable
+// record's resume segment records them.
+type RunResume struct {
+	Run            string `json:"run"`
+	Snapshot       string `json:"snapshot"`
+	ParkedMS       int64  `json:"parked_ms"`
+	IdleUJ         int64  `json:"idle_uj"`
+	IdleProvenance string `json:"idle_provenance"`
+}
+
+func (RunResume) Name() string { return "run.resume" }
 
 // Checkpoint is the agent's signed checkpoint at a turn boundary: the
 // checkpoint document itself and the agent's Ed25519 signature over it
@@ -577,7 +608,7 @@ func All() []Body {
 		RunStart{}, RunEnd{}, TaskStart{}, TaskEnd{}, TaskCancelled{}, TaskInterrupted{}, TaskStopped{},
 		TaskFinish{}, ModelRequest{}, ModelResponse{}, ModelError{}, Budget{}, ToolCall{}, ToolRefused{},
 		Effect{}, Mailbox{}, Spawn{}, Loop{}, Verify{}, VerifyReport{}, Mint{},
-		RunPrincipals{}, Checkpoint{}, Amend{}, AmendRefused{}}
+		RunPrincipals{}, Checkpoint{}, Amend{}, AmendRefused{}, RunPark{}, RunResume{}}
 }
 
 // PoolClaim records that a run started in a warm pool's slot

@@ -416,33 +416,65 @@ func jcs(m map[string]any) []byte {
 
 // VerifyJournal checks every checkpoint in a journal (docs/SPEC.md
 // §3.7): each follows its run's `run.principals` entry, verifies under
-// the agent key that entry names, names that run and agent, and records
-// the journal exactly as it stood before its own entry. It returns how
-// many checkpoints it checked.
+// the agent key in force at its position, names that run and agent, and
+// records the journal exactly as it stood before its own entry. The key
+// in force is the latest principals' before the checkpoint: a run has one
+// principals entry after its run.start and, when it parked and resumed
+// (§9.4), one more right after each run.resume, marked resume and naming
+// the same run — a principals entry anywhere else is refused, and a
+// checkpoint between a run.resume and its principals has no key. It
+// returns how many checkpoints it checked.
 func VerifyJournal(es []journal.Entry) (int, error) {
 	var (
-		run   string
-		agent sign.PublicKey
-		n     int
+		run      string
+		agent    sign.PublicKey
+		n        int
+		prevType string
+		waiting  bool // a run.resume was seen; its principals must follow
 	)
 	for _, e := range es {
-		switch e.Type {
+		typ := e.Type
+		prev := prevType
+		prevType = typ
+		if waiting && typ != "run.principals" {
+			return n, fmt.Errorf("%w: entry %d: %s right after a run.resume; the resumed run's run.principals comes first", ErrInvalid, e.Index, typ)
+		}
+		switch typ {
 		case "run.start":
 			run, agent = "", sign.PublicKey{}
+		case "run.resume":
+			var body struct {
+				Run string `json:"run"`
+			}
+			if err := json.Unmarshal(e.Body().AppendJCS(nil), &body); err != nil || run == "" || body.Run != run {
+				return n, fmt.Errorf("%w: entry %d: a run.resume of run %q, in run %q", ErrInvalid, e.Index, body.Run, run)
+			}
+			agent, waiting = sign.PublicKey{}, true
 		case "run.principals":
 			_, r, o, err := jsonv.Canonical(e.Body().AppendJCS(nil))
 			if err != nil {
 				return n, fmt.Errorf("%w: entry %d: %w", ErrInvalid, e.Index, err)
 			}
 			o.Str("type", true)
-			run, _ = o.Str("run", true)
+			id0, _ := o.Str("run", true)
 			id, _ := o.Str("agent", true)
 			key, _ := o.Str("agent_key", true)
 			o.Str("issuer", false)
+			resume, _ := o.Bool("resume", false)
 			o.End()
 			if err := r.Err(); err != nil {
 				return n, fmt.Errorf("%w: entry %d: %w", ErrInvalid, e.Index, err)
 			}
+			switch {
+			case resume && (!waiting || prev != "run.resume"):
+				return n, fmt.Errorf("%w: entry %d: a resume's run.principals with no run.resume right before it", ErrInvalid, e.Index)
+			case resume && id0 != run:
+				return n, fmt.Errorf("%w: entry %d: a resume's run.principals names run %s; the run is %s", ErrInvalid, e.Index, id0, run)
+			case !resume && run != "":
+				return n, fmt.Errorf("%w: entry %d: a second run.principals for run %s without a run.resume before it: a key change mid-segment", ErrInvalid, e.Index, run)
+			}
+			waiting = false
+			run = id0
 			raw, err := base64.RawURLEncoding.DecodeString(key)
 			if err == nil {
 				agent, err = sign.PublicKeyFromBytes(raw)
