@@ -251,6 +251,35 @@ func UnreadUpTo(workspace string, maxBytes int) (msgs []Message, more int, err e
 	return msgs[last:end], len(msgs) - int(end), nil
 }
 
+// Pending returns how many of the operator's messages the agent has not
+// read yet, marking none read: a parked run waiting for a reply resumes
+// only when there is one (docs/SPEC.md §9.4).
+func Pending(workspace string) (int, error) {
+	b, err := openBox(workspace, false)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer b.close()
+	msgs, f, err := b.readLog(FromOperator)
+	if f != nil {
+		defer f.Close()
+	}
+	if err != nil {
+		return 0, err
+	}
+	last, err := b.readCursor()
+	if err != nil {
+		return 0, err
+	}
+	if last > int64(len(msgs)) {
+		return 0, fmt.Errorf("mailbox: %s: %w: cursor %d is past the operator log's last seq %d; the log was truncated: inspect it, then remove the cursor", b.path(cursorName), ErrMalformed, last, len(msgs))
+	}
+	return len(msgs) - int(last), nil
+}
+
 func checkSender(from string) error {
 	if from != FromAgent && from != FromOperator {
 		return fmt.Errorf("mailbox: sender %q: %w: want %q or %q", from, ErrInvalid, FromAgent, FromOperator)

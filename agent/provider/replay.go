@@ -110,6 +110,19 @@ func parseReplay(b []byte) ([][]byte, error) {
 
 func (r *replay) Name() string { return "replay" }
 
+// Skip passes over the first n recorded responses, before any is
+// played: a parked run that resumes (docs/SPEC.md §9.4) continues the
+// recording where its last segment stopped.
+func (r *replay) Skip(n int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next != 0 || n < 0 || n > len(r.responses) {
+		return fmt.Errorf("replay: %s: cannot skip %d of %d responses after %d were played", r.path, n, len(r.responses), r.next)
+	}
+	r.next = n
+	return nil
+}
+
 // Complete returns the next recorded response, a fresh copy, whatever req
 // is, or ErrExhausted.
 func (r *replay) Complete(ctx context.Context, req Request) (*Response, error) {

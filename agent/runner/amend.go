@@ -65,23 +65,30 @@ type authority struct {
 }
 
 // startAuthority draws the run's id and agent key, journals the
-// principals and makes the run's amendment directory.
-func (r *run) startAuthority() error {
+// principals and makes the run's amendment directory. A resumed run
+// (resume) keeps its id and the authority in force, restored from its
+// state, and journals a fresh agent key marked as a resume's.
+func (r *run) startAuthority(resume bool) error {
 	agent, err := sign.Generate()
 	if err != nil {
 		return fmt.Errorf("runner: agent key: %w", err)
 	}
-	var id [16]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return fmt.Errorf("runner: run id: %w", err)
-	}
-	m := r.cfg.Manifest
 	a := &r.auth
-	a.run, a.agent, a.next = hex.EncodeToString(id[:]), agent, 1
-	a.state = amend.State{Run: a.run, Agent: agent.Public(), Grants: m.Grants, Budgets: amend.Budgets{
-		"max_turns": m.Budgets.MaxTurns, "max_model_calls": m.Budgets.MaxModelCalls, "max_input_tokens": m.Budgets.MaxInputTokens,
-		"max_output_tokens": m.Budgets.MaxOutputTokens, "wall_ms": m.Budgets.WallMS}}
-	p := entry.RunPrincipals{Run: a.run, Agent: agent.Public().ID().String(), AgentKey: base64.RawURLEncoding.EncodeToString(agent.Public().Bytes())}
+	if resume {
+		a.agent = agent
+		a.state.Agent = agent.Public()
+	} else {
+		var id [16]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return fmt.Errorf("runner: run id: %w", err)
+		}
+		m := r.cfg.Manifest
+		a.run, a.agent, a.next = hex.EncodeToString(id[:]), agent, 1
+		a.state = amend.State{Run: a.run, Agent: agent.Public(), Grants: m.Grants, Budgets: amend.Budgets{
+			"max_turns": m.Budgets.MaxTurns, "max_model_calls": m.Budgets.MaxModelCalls, "max_input_tokens": m.Budgets.MaxInputTokens,
+			"max_output_tokens": m.Budgets.MaxOutputTokens, "wall_ms": m.Budgets.WallMS}}
+	}
+	p := entry.RunPrincipals{Run: a.run, Agent: agent.Public().ID().String(), AgentKey: base64.RawURLEncoding.EncodeToString(agent.Public().Bytes()), Resume: resume}
 	switch {
 	case r.cfg.Issuer != nil:
 		a.issuer = *r.cfg.Issuer
@@ -105,8 +112,11 @@ func (r *run) startAuthority() error {
 		return fmt.Errorf("runner: %s is not a directory; remove it (amendments are put there)", root)
 	}
 	a.dir = filepath.Join(root, a.run)
-	if err := os.Mkdir(a.dir, 0o700); err != nil {
+	if err := os.Mkdir(a.dir, 0o700); err != nil && !(resume && errors.Is(err, os.ErrExist)) {
 		return fmt.Errorf("runner: %w", err)
+	}
+	if fi, err := os.Lstat(a.dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("runner: %s is not a directory; remove it (amendments are put there)", a.dir)
 	}
 	return r.writeLive()
 }
@@ -335,7 +345,7 @@ func (r *run) checkpoint(t *task) error {
 	c := &amend.Checkpoint{Run: a.run, Agent: a.agent.Public().ID(), Turn: root.used.turns,
 		Journal: amend.Head{Count: head.Count, ID: head.ID}, Grants: a.state.Grants.ID(), Budgets: a.state.Budgets,
 		Spent: amend.Budgets{"max_turns": root.used.turns, "max_model_calls": root.used.calls, "max_input_tokens": root.used.inTokens,
-			"max_output_tokens": root.used.outTokens, "wall_ms": time.Since(r.start).Milliseconds()},
+			"max_output_tokens": root.used.outTokens, "wall_ms": time.Since(r.segStart).Milliseconds()},
 		Seq: a.state.Seq}
 	a.mu.Unlock()
 	payload := c.JCS()
@@ -358,7 +368,7 @@ func (r *run) amendedBudget(root *task, now time.Time) (name string, used, limit
 		name string
 		used int64
 	}{
-		{"wall_ms", now.Sub(r.start).Milliseconds()}, {"max_turns", root.used.turns}, {"max_model_calls", root.used.calls},
+		{"wall_ms", now.Sub(r.segStart).Milliseconds()}, {"max_turns", root.used.turns}, {"max_model_calls", root.used.calls},
 		{"max_input_tokens", root.used.inTokens}, {"max_output_tokens", root.used.outTokens},
 	} {
 		if c.used >= b[c.name] {

@@ -44,6 +44,7 @@ func (r *run) seal(end journal.Entry) error {
 		if err != nil {
 			return fmt.Errorf("runner: receipt: %w", err)
 		}
+		r.receiptID = sealed.ID
 		files = append(files,
 			struct {
 				name string

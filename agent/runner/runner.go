@@ -72,6 +72,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/egress"
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/durable"
 	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
@@ -163,6 +164,10 @@ type Config struct {
 	// (docs/SPEC.md §3.7); nil means Key's public key, and with neither
 	// the run has no issuer and refuses every amendment.
 	Issuer *sign.PublicKey
+	// Resume continues the run parked in the workspace (park.go,
+	// docs/SPEC.md §9.4) instead of starting one: Manifest (and EnvID)
+	// must be the parked run's, Key and Issuer its own.
+	Resume bool
 }
 
 // Outcome is what Run reports; Body is the result body committed in
@@ -171,6 +176,9 @@ type Outcome struct {
 	Status string
 	Body   *Body
 	Head   journal.Head
+	// Run and Reason: the run's id, and why it parked (Status
+	// StatusParked).
+	Run, Reason string
 }
 
 // Run runs the manifest's task in the workspace. It returns an error, and
@@ -220,6 +228,15 @@ type run struct {
 	// egressTask is the task whose command is running, for the egress log
 	egressTask string
 	auth       authority // the principals and the authority in force (amend.go)
+
+	// Parking (park.go).
+	segStart  time.Time        // this segment's start: the wall-clock allowance counts from it
+	drec      *durable.Record  // the run's durable record
+	parked    *parked          // the parked run this one resumes, checked at start
+	waitSeq   int64            // a mailbox wait with no reply: the post it waits on
+	parkWhy   string           // why the root task parked
+	responses int64            // model responses received (a replay resumes after them)
+	receiptID canon.ID         // the sealed receipt's id
 }
 
 func start(ctx context.Context, cfg Config) (*run, error) {
@@ -265,7 +282,14 @@ func start(ctx context.Context, cfg Config) (*run, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("runner: lock %s: %w", r.lock.Name(), err)
 	}
-	if r.committed, err = checkPrevious(r.state, cfg.Key); err != nil {
+	if cfg.Resume {
+		if r.parked, err = r.loadParked(); err != nil {
+			return nil, err
+		}
+	} else if err := checkNotParked(r.state); err != nil {
+		return nil, err
+	}
+	if r.committed, err = checkPrevious(r.state, cfg.Key, cfg.Resume); err != nil {
 		return nil, previousError(ctx, err)
 	}
 	if r.jw, err = journal.Open(filepath.Join(r.state, JournalFile)); err != nil {
@@ -332,13 +356,15 @@ func stateDir(ws string) (string, error) {
 // It returns the journal count the previous result committed to (0 when
 // there is none), so a run can record that entries after it belong to a
 // run that never finished.
-func checkPrevious(state string, key *sign.PrivateKey) (int64, error) {
+func checkPrevious(state string, key *sign.PrivateKey, resume bool) (int64, error) {
 	b, err := nofollow.Read(filepath.Join(state, ResultFile), runrecord.MaxResultBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		// Every finished run leaves a result. A signed run does not vouch
 		// for a journal whose result is gone (deleted, or a run that
 		// crashed): what it held cannot be checked any more.
-		if fi, jerr := os.Lstat(filepath.Join(state, JournalFile)); key != nil && jerr == nil && fi.Size() > 0 {
+		// A resumed run's journal is vouched for by its signed record head
+		// and run.park (loadParked).
+		if fi, jerr := os.Lstat(filepath.Join(state, JournalFile)); key != nil && !resume && jerr == nil && fi.Size() > 0 {
 			return -1, fmt.Errorf("runner: %s has entries but there is no %s to check them against, so a signed run will not extend it; "+
 				"check it with 'cordon verify journal' and move %s away to start a new record", JournalFile, ResultFile, state)
 		}
@@ -507,39 +533,53 @@ func (r *run) redactKey(s string) string {
 
 func (r *run) run(ctx context.Context) (*Outcome, error) {
 	m := r.cfg.Manifest
-	r.start = time.Now()
-	r.body = Body{
-		Type: runrecord.BodyType, Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
-		Start: r.start.UTC().Format(time.RFC3339Nano), Writes: []WriteEffect{}, Runs: []RunEffect{}, Tasks: []TaskResult{},
-		Memory: r.mem.Kind(),
-	}
-	if head := r.jw.Head(); head.Count > r.committed {
-		// A run that started after the last result never finished (it
-		// crashed or was killed): say so, so its entries are not taken
-		// for this run's or left unexplained.
-		if _, err := r.record(entry.RunUnfinished{From: r.committed, Entries: head.Count - r.committed}); err != nil {
+	r.segStart = time.Now()
+	var root *task
+	if r.parked != nil {
+		var err error
+		if root, err = r.resume(r.parked); err != nil {
 			return nil, err
 		}
-		r.logf("journal: entries %d to %d belong to a run that did not finish", r.committed, head.Count-1)
+		defer r.endAuthority()
+	} else {
+		r.start = r.segStart
+		r.body = Body{
+			Type: runrecord.BodyType, Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
+			Start: r.start.UTC().Format(time.RFC3339Nano), Writes: []WriteEffect{}, Runs: []RunEffect{}, Tasks: []TaskResult{},
+			Memory: r.mem.Kind(),
+		}
+		if head := r.jw.Head(); head.Count > r.committed {
+			// A run that started after the last result never finished (it
+			// crashed or was killed): say so, so its entries are not taken
+			// for this run's or left unexplained.
+			if _, err := r.record(entry.RunUnfinished{From: r.committed, Entries: head.Count - r.committed}); err != nil {
+				return nil, err
+			}
+			r.logf("journal: entries %d to %d belong to a run that did not finish", r.committed, head.Count-1)
+		}
+		r.since = r.jw.Head().Count
+		start := entry.RunStart{
+			Manifest: m.ID().String(), Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
+			Grants: m.Grants.ID().String(), Memory: entry.Memory{Kind: r.mem.Kind(), Reason: r.mem.Reason()},
+		}
+		if !r.cfg.EnvID.IsZero() {
+			start.Env = r.cfg.EnvID.String()
+		}
+		if r.cfg.Image != nil {
+			start.Image = &entry.Image{Manifest: r.cfg.Image.Manifest, Config: r.cfg.Image.Config}
+		}
+		if _, err := r.record(start); err != nil {
+			return nil, err
+		}
+		if err := r.startAuthority(false); err != nil {
+			return nil, err
+		}
+		defer r.endAuthority()
+		r.drec = durable.New()
+		root = &task{id: "1", m: m, run: r}
 	}
-	r.since = r.jw.Head().Count
-	start := entry.RunStart{
-		Manifest: m.ID().String(), Apply: r.cfg.Apply, Provider: r.cfg.Provider.Name(), Model: m.Model,
-		Grants: m.Grants.ID().String(), Memory: entry.Memory{Kind: r.mem.Kind(), Reason: r.mem.Reason()},
-	}
-	if !r.cfg.EnvID.IsZero() {
-		start.Env = r.cfg.EnvID.String()
-	}
-	if r.cfg.Image != nil {
-		start.Image = &entry.Image{Manifest: r.cfg.Image.Manifest, Config: r.cfg.Image.Config}
-	}
-	if _, err := r.record(start); err != nil {
-		return nil, err
-	}
-	if err := r.startAuthority(); err != nil {
-		return nil, err
-	}
-	defer r.endAuthority()
+	// Each segment has the manifest's wall-clock allowance.
+	root.deadline = r.segStart.Add(time.Duration(m.Budgets.WallMS) * time.Millisecond)
 	mode := "dry run (writes and commands are planned, not applied)"
 	if r.cfg.Apply {
 		mode = "apply"
@@ -548,10 +588,12 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 	if r.mem.Kind() != memory.KindGit {
 		r.logf("memory: %s; using file-backed memory", r.mem.Reason())
 	}
-	root := &task{id: "1", m: m, run: r, deadline: r.start.Add(time.Duration(m.Budgets.WallMS) * time.Millisecond)}
 	status, err := r.runTask(ctx, root)
 	if err != nil {
 		return nil, err
+	}
+	if status == StatusParked {
+		return r.park(root, r.parkWhy)
 	}
 	r.body.Status = status
 	r.body.End = time.Now().UTC().Format(time.RFC3339Nano)
@@ -559,7 +601,8 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 		return nil, err
 	}
 	// The meter entries precede run.end, which the receipt binds to.
-	if _, err := r.sess.StopMeters(); err != nil {
+	energy, err := r.sess.StopMeters()
+	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	end, err := r.record(entry.RunEnd{Status: status, Body: r.body.ID().String()})
@@ -569,9 +612,12 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 	if err := r.seal(end); err != nil {
 		return nil, err
 	}
+	if err := r.closeRecord(energy); err != nil {
+		return nil, err
+	}
 	r.logf("run %s: %s (%d turns, %d model calls, %d+%d tokens); journal %d entries, head %s",
 		m.ID(), status, r.body.Turns, r.body.ModelCalls, r.body.InputTokens, r.body.OutputTokens, r.jw.Head().Count, r.jw.Head().ID)
-	return &Outcome{Status: status, Body: &r.body, Head: r.jw.Head()}, nil
+	return &Outcome{Status: status, Body: &r.body, Head: r.jw.Head(), Run: r.auth.run}, nil
 }
 
 // remember records the run in the memory store: one commit per run with

@@ -33,6 +33,7 @@ type task struct {
 	turnLeft int // bytes of tool results the current turn has left
 	// verification is how the last verify run was judged; nil if none ran.
 	verification *Verification
+	resumed      bool // restored from a parked run's state: started already
 }
 
 type pendingTask struct {
@@ -126,13 +127,15 @@ func (t *task) charge(add func(*usage)) {
 func (r *run) runTask(ctx context.Context, t *task) (string, error) {
 	ctx, cancel := context.WithDeadline(ctx, t.deadline)
 	defer cancel()
-	if _, err := r.record(entry.TaskStart{Task: t.id, Manifest: t.m.ID().String(), TaskText: canon.Sum([]byte(t.m.Task)).String()}); err != nil {
-		return "", err
+	if !t.resumed {
+		if _, err := r.record(entry.TaskStart{Task: t.id, Manifest: t.m.ID().String(), TaskText: canon.Sum([]byte(t.m.Task)).String()}); err != nil {
+			return "", err
+		}
+		t.msgs = []provider.Message{{Role: "user", Content: []provider.Block{{Type: "text", Text: r.prompt(t)}}}}
 	}
-	t.msgs = []provider.Message{{Role: "user", Content: []provider.Block{{Type: "text", Text: r.prompt(t)}}}}
 	status, err := r.loop(ctx, t)
-	if err != nil {
-		return "", err
+	if err != nil || status == StatusParked {
+		return status, err // a parked task ends nothing: it continues when the run resumes
 	}
 	r.body.Tasks = append(r.body.Tasks, TaskResult{ID: t.id, Manifest: t.m.ID().String(), Status: status, Summary: clip(t.summary, 4000),
 		Turns: t.used.turns, ModelCalls: t.used.calls, InputTokens: t.used.inTokens, OutputTokens: t.used.outTokens, Loops: t.used.loops,
@@ -197,7 +200,20 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 		if err := r.boundary(t); err != nil {
 			return "", err
 		}
+		if why := r.parkReason(t); why != "" {
+			r.parkWhy = why
+			return StatusParked, nil
+		}
 		if name, used, limit, owner := t.exhausted(time.Now()); name != "" {
+			if name == "wall_ms" && t.parent == nil && owner == t {
+				// The segment's wall-clock allowance is spent: the run
+				// parks, and a resumed segment has the allowance again.
+				if err := r.budgetEvent(t, owner, name, used, limit, "spent for this segment; the run parks"); err != nil {
+					return "", err
+				}
+				r.parkWhy = ParkBudget
+				return StatusParked, nil
+			}
 			if err := r.budgetEvent(t, owner, name, used, limit, "exhausted before the next model call"); err != nil {
 				return "", err
 			}
@@ -243,6 +259,7 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			}
 			return StatusModelError, nil
 		}
+		r.responses++
 		attempts := int64(max(resp.Attempts, 1))
 		t.charge(func(u *usage) {
 			u.calls += attempts
@@ -326,6 +343,8 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 				why = "the task already finished in this turn; calls after finish are not run"
 			case !time.Now().Before(t.deadline):
 				why = "the wall-clock budget is spent"
+			case r.parkReason(t) != "":
+				why = "the run is parking (" + r.parkReason(t) + "); call again after it resumes"
 			case resultBytes >= MaxTurnResultBytes:
 				why = fmt.Sprintf("this turn's tool results already hold %d bytes; call it again next turn", resultBytes)
 			}

@@ -61,8 +61,8 @@ func tools() []provider.Tool {
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`)},
 		{Name: "run", Description: "Run a declared command in the sandbox: argv[0] is the command name, no shell.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string"},"minItems":1}},"required":["argv"],"additionalProperties":false}`)},
-		{Name: "mailbox", Description: "Post a message to the operator (action post, with text) or read the operator's new replies (action read).",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"action":{"type":"string","enum":["post","read"]},"text":{"type":"string"}},"required":["action"],"additionalProperties":false}`)},
+		{Name: "mailbox", Description: "Post a message to the operator (action post, with text), read the operator's new replies (action read), or ask and wait for a reply (action wait, with text): with no reply waiting, the run parks at the end of this turn until the operator replies, then read the mailbox.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"action":{"type":"string","enum":["post","read","wait"]},"text":{"type":"string"}},"required":["action"],"additionalProperties":false}`)},
 		{Name: "spawn", Description: "Queue a sub-task under a child manifest that only narrows this task's; it runs after this task finishes.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"manifest":{"type":"object"}},"required":["manifest"],"additionalProperties":false}`)},
 		{Name: "finish", Description: "Finish the task with a summary of what was done.",
@@ -351,7 +351,7 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 		return "", false, refusef("the manifest's grant set: %v", err)
 	}
 	left := time.Until(t.deadline)
-	if wall := r.budgetLeft("wall_ms", time.Since(r.start).Milliseconds()); wall < left.Milliseconds() {
+	if wall := r.budgetLeft("wall_ms", time.Since(r.segStart).Milliseconds()); wall < left.Milliseconds() {
 		left = time.Duration(wall) * time.Millisecond // an amendment lowered the run's wall clock
 	}
 	if left <= 0 {
@@ -466,6 +466,31 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 		return "", err
 	}
 	switch a.Action {
+	case "wait":
+		if t.parent != nil {
+			return "", refusef("wait parks the run, which only the root task may do; a sub-task posts and reads")
+		}
+		if a.Text == nil {
+			return "", refusef("bad input: wait needs text")
+		}
+		msg, err := mailbox.Post(r.cfg.Workspace, mailbox.FromAgent, r.redact(*a.Text), time.Now())
+		if err != nil {
+			return "", refusef("%v", err)
+		}
+		if _, err := r.record(entry.Mailbox{Task: t.id, Action: "wait", Seq: msg.Seq, Text: canon.Sum([]byte(msg.Text)).String()}); err != nil {
+			return "", err
+		}
+		n, err := mailbox.Pending(r.cfg.Workspace)
+		if err != nil {
+			return "", refusef("%v", err)
+		}
+		if n > 0 {
+			return fmt.Sprintf("posted #%d; %d replies are waiting: read the mailbox", msg.Seq, n), nil
+		}
+		r.waitSeq = msg.Seq
+		r.logf("task %s: posted message #%d and waits for the operator's reply; the run parks at the end of this turn (reply with 'cordon mail --reply TEXT %s', then 'cordon run --resume %s')",
+			t.id, msg.Seq, r.cfg.Workspace, r.cfg.Workspace)
+		return fmt.Sprintf("posted #%d; no reply yet: the run parks at the end of this turn and resumes when the operator has replied; then read the mailbox", msg.Seq), nil
 	case "post":
 		if a.Text == nil {
 			return "", refusef("bad input: post needs text")
@@ -511,7 +536,7 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 		}
 		return b.String(), nil
 	default:
-		return "", refusef("bad input: action must be post or read")
+		return "", refusef("bad input: action must be post, read or wait")
 	}
 }
 

@@ -142,31 +142,35 @@ func runAmend(e *env, args []string) error {
 // liveRun reads the live run's LiveFile, refusing a workspace where no
 // run holds the lock.
 func liveRun(state string) (*runner.Live, error) {
-	hint := "start the run with 'cordon run --key ISSUER.pem' (or --issuer ISSUER.pub); amendments apply to a live run only"
+	return liveRunFor("amend", state, "start the run with 'cordon run --key ISSUER.pem' (or --issuer ISSUER.pub); amendments apply to a live run only")
+}
+
+// liveRunFor is liveRun for the verb named in its errors.
+func liveRunFor(verb, state, hint string) (*runner.Live, error) {
 	if f, err := os.OpenFile(filepath.Join(state, "lock"), os.O_RDWR|flock.NoFollow, 0); err == nil {
 		lerr := flock.TryLock(f)
 		f.Close() // releases the lock if it was taken
 		if lerr == nil {
-			return nil, withHint(fmt.Errorf("amend: %s: no run is in progress in this workspace", state), hint)
+			return nil, withHint(fmt.Errorf(verb+": %s: no run is in progress in this workspace", state), hint)
 		}
 	} else if errors.Is(err, os.ErrNotExist) {
-		return nil, withHint(fmt.Errorf("amend: %s: no run has used this workspace", state), hint)
+		return nil, withHint(fmt.Errorf(verb+": %s: no run has used this workspace", state), hint)
 	}
 	b, err := nofollow.Read(filepath.Join(state, runner.LiveFile), 16<<20)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, withHint(fmt.Errorf("amend: %s: no run is in progress in this workspace", state), hint)
+		return nil, withHint(fmt.Errorf(verb+": %s: no run is in progress in this workspace", state), hint)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("amend: %w", err)
+		return nil, fmt.Errorf(verb+": %w", err)
 	}
 	var l runner.Live
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&l); err != nil || l.Type != runner.LiveType {
-		return nil, fmt.Errorf("amend: %s: not a %s document: %v", runner.LiveFile, runner.LiveType, err)
+		return nil, fmt.Errorf(verb+": %s: not a %s document: %v", runner.LiveFile, runner.LiveType, err)
 	}
 	if err := amend.CheckRunID(l.Run); err != nil {
-		return nil, fmt.Errorf("amend: %s: %w", runner.LiveFile, err)
+		return nil, fmt.Errorf(verb+": %s: %w", runner.LiveFile, err)
 	}
 	return &l, nil
 }

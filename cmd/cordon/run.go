@@ -29,7 +29,12 @@ const auditKeyEnv = "CORDON_AUDIT_PRIVATE_KEY"
 // maxManifestBytes caps a manifest file.
 const maxManifestBytes = 16 << 20
 
-const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--tenant T] [--no-git] [--json] MANIFEST.json"
+const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--tenant T] [--no-git] [--json] MANIFEST.json\n" +
+	"       cordon run --resume [--manifest FILE] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--env FILE --image REF] [--json] WORKSPACE"
+
+// ExitParked is the exit status of a run that parked: it is not over,
+// and 'cordon run --resume WORKSPACE' continues it (EX_TEMPFAIL).
+const ExitParked = 75
 
 func runRun(e *env, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -46,27 +51,54 @@ func runRun(e *env, args []string) error {
 	imageRef := fs.String("image", "", "run every command on this OCI image's runtime (an OCI layout DIR or DIR@sha256:…, or a docker save tarball)")
 	issuerFile := fs.String("issuer", "", "the public key (PEM) of the run's issuer, who alone may amend it with 'cordon amend' (default: --key's)")
 	recordFile := fs.String("record", "", "write every model response to this new file in the replay format (docs/SPEC.md §6.7), to replay the session later")
+	resume := fs.Bool("resume", false, "continue the run parked in WORKSPACE (the argument) from its snapshot, with the same key, issuer and environment")
+	manifestFile := fs.String("manifest", "", "with --resume: the manifest the parked run must have been started with (default: the one its state holds)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
+	var m *manifest.Manifest
+	var ws string
+	switch {
+	case len(pos) != 1 && *resume:
+		return &usageError{msg: "run: --resume wants exactly one workspace", hint: runUsage}
+	case len(pos) != 1:
 		return &usageError{msg: "run: want exactly one manifest", hint: runUsage}
-	}
-	mb, err := readLimited(pos[0], maxManifestBytes)
-	if err != nil {
-		return fmt.Errorf("run: manifest: %w", err)
-	}
-	m, err := manifest.Parse(mb)
-	if err != nil {
-		return withHint(fmt.Errorf("run: %s: %w", pos[0], err), "the manifest format is docs/SPEC.md §5")
-	}
-	ws := *workspace
-	if ws == "" {
-		ws = filepath.Dir(pos[0])
-	}
-	if ws, err = filepath.Abs(ws); err != nil {
-		return fmt.Errorf("run: %w", err)
+	case *resume && *workspace != "":
+		return &usageError{msg: "run: --resume takes the workspace as its argument, not --workspace", hint: runUsage}
+	case !*resume && *manifestFile != "":
+		return &usageError{msg: "run: --manifest is for --resume; a new run takes the manifest as its argument", hint: runUsage}
+	case *resume:
+		if ws, err = filepath.Abs(pos[0]); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		if _, m, err = runner.ParkedRun(ws); err != nil {
+			return withHint(fmt.Errorf("run: %w", err), "a run parks when it waits for a reply, on 'cordon park', or when its wall-clock allowance runs out")
+		}
+		if *manifestFile != "" {
+			mb, err := readLimited(*manifestFile, maxManifestBytes)
+			if err != nil {
+				return fmt.Errorf("run: --manifest: %w", err)
+			}
+			if m, err = manifest.Parse(mb); err != nil {
+				return withHint(fmt.Errorf("run: --manifest %s: %w", *manifestFile, err), "the manifest format is docs/SPEC.md §5")
+			}
+		}
+	default:
+		mb, err := readLimited(pos[0], maxManifestBytes)
+		if err != nil {
+			return fmt.Errorf("run: manifest: %w", err)
+		}
+		if m, err = manifest.Parse(mb); err != nil {
+			return withHint(fmt.Errorf("run: %s: %w", pos[0], err), "the manifest format is docs/SPEC.md §5")
+		}
+		ws = *workspace
+		if ws == "" {
+			ws = filepath.Dir(pos[0])
+		}
+		if ws, err = filepath.Abs(ws); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
 	}
 	p, err := newProvider(m, ws, *keyEnv)
 	if err != nil {
@@ -152,7 +184,7 @@ func runRun(e *env, args []string) error {
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: *apply, Key: key, SandboxState: state, Tenant: *tenant,
 		Memory: memory.Options{NoGit: *noGit}, Log: prefixWriter{w: e.stderr, prefix: "cordon: "}, Version: version,
-		Env: vars, Image: img, EnvID: envID, Issuer: issuer,
+		Env: vars, Image: img, EnvID: envID, Issuer: issuer, Resume: *resume,
 	})
 	if errors.Is(err, journal.ErrTorn) {
 		return withHint(fmt.Errorf("run: %w", err), fmt.Sprintf("a crash left a partial last entry; 'cordon journal repair %s' removes it",
@@ -161,8 +193,14 @@ func runRun(e *env, args []string) error {
 	if errors.Is(err, runner.ErrLocked) {
 		return withHint(fmt.Errorf("run: %w", err), "another cordon run is using this workspace; run again when it has finished")
 	}
+	if errors.Is(err, runner.ErrParked) {
+		return withHint(fmt.Errorf("run: %w", err), "a parked run continues with 'cordon run --resume WORKSPACE'")
+	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
+	}
+	if out.Status == runner.StatusParked {
+		return printParked(e, ws, out, *asJSON)
 	}
 	res := filepath.Join(ws, runner.StateDir, runner.ResultFile)
 	if *asJSON {
@@ -177,6 +215,24 @@ func runRun(e *env, args []string) error {
 		return nil
 	}
 	return &exitStatus{code: 1}
+}
+
+// printParked says that the run parked and how to resume it; the exit
+// status is ExitParked.
+func printParked(e *env, ws string, out *runner.Outcome, asJSON bool) error {
+	resume := "cordon run --resume " + ws
+	if asJSON {
+		if err := writeJSON(e, map[string]any{"status": out.Status, "run": out.Run, "reason": out.Reason, "workspace": ws,
+			"turns": out.Body.Turns, "model_calls": out.Body.ModelCalls, "journal_entries": out.Head.Count,
+			"journal_head": out.Head.ID.String(), "resume": resume}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "parked (%s): run %s, %d turns, %d model calls so far; journal %d entries\n",
+			out.Reason, out.Run, out.Body.Turns, out.Body.ModelCalls, out.Head.Count)
+		fmt.Fprintf(e.stdout, "resume: %s\n", resume)
+	}
+	return &exitStatus{code: ExitParked}
 }
 
 // printRunSummary prints the lines a run ends with.

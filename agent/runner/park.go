@@ -1,0 +1,697 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cordon-dev/cordon/agent/mailbox"
+	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/energy"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/durable"
+	"github.com/cordon-dev/cordon/evidence/entry"
+	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/grant/amend"
+	"github.com/cordon-dev/cordon/internal/nofollow"
+	"github.com/cordon-dev/cordon/session"
+)
+
+// Parked runs (docs/SPEC.md §9.4). A run parks at a turn boundary of its
+// root task — when the model waits for the operator's reply (mailbox
+// action wait) and none is there, when `cordon park` drops a request in
+// WORKSPACE/.cordon/park/RUN, or when the run's wall-clock allowance
+// runs out — and the process ends. Everything needed to continue is in
+// WORKSPACE/.cordon/runs/RUN/: StateFile (the conversation, usage, the
+// authority in force, the result so far) and the run's durable record
+// (evidence/durable) with its head, signed with Config.Key. Run with
+// Config.Resume continues it: it checks the record, the head, the
+// journal, the state file and the workspace tree against the snapshot
+// the record's suspend segment names, and refuses on any difference.
+const (
+	RunsDir     = "runs"       // under the state directory: one directory per run
+	ParkDir     = "park"       // under the state directory: park requests, one file per run
+	StateFile   = "state.json" // a parked run's state
+	RecordFile  = "record"     // the run's durable record (wire form)
+	HeadFile    = "head.dsse"  // its head, signed with the run's key
+	HeadJCSFile = "head.json"  // its head, unsigned (a run without a key)
+	StateType   = "cordon.park-state.v1"
+	// StatusParked is a run that parked; it has no result yet.
+	StatusParked = "parked"
+	// Reasons a run parks.
+	ParkMailbox = "mailbox"
+	ParkRequest = "request"
+	ParkBudget  = "budget"
+
+	maxStateBytes = 256 << 20
+	maxRecord     = 64 << 20
+	maxTreeFiles  = 1 << 20
+)
+
+// ErrParked is wrapped when a run cannot start because another is parked
+// in the workspace, and ErrResume when a parked run cannot be resumed.
+var (
+	ErrParked = errors.New("a run is parked in this workspace")
+	ErrResume = errors.New("cannot resume")
+)
+
+// hostEnv is the environment address of a run on the host's runtime (no
+// environment manifest): the durable record names an environment in
+// every segment.
+var hostEnv = canon.Sum([]byte("cordon.env.host.v1"))
+
+// envAddr is the run's environment address for its durable record.
+func (r *run) envAddr() canon.ID {
+	if !r.cfg.EnvID.IsZero() {
+		return r.cfg.EnvID
+	}
+	return hostEnv
+}
+
+// parkState is StateFile.
+type parkState struct {
+	Type         string            `json:"type"`
+	Run          string            `json:"run"`
+	Reason       string            `json:"reason"`
+	WaitSeq      int64             `json:"wait_seq,omitempty"` // the agent's post a mailbox park waits on
+	Manifest     json.RawMessage   `json:"manifest"`           // the run's manifest (JCS)
+	Env          string            `json:"env"`
+	Issuer       string            `json:"issuer,omitempty"`
+	Apply        bool              `json:"apply"`
+	Start        string            `json:"start"`
+	Since        int64             `json:"since"`
+	Journal      JournalHead       `json:"journal"` // the journal before run.park
+	ParkedUnixMS int64             `json:"parked_unix_ms"`
+	Responses    int64             `json:"responses"` // model responses received, for a replay to skip
+	Task         taskState         `json:"task"`
+	Body         Body              `json:"body"`
+	Outputs      map[string]string `json:"outputs"`
+	Planned      map[string][]byte `json:"planned"`
+	Authority    authorityState    `json:"authority"`
+	Tree         map[string]string `json:"tree"` // the workspace's files at park: path → kind and digest
+}
+
+type taskState struct {
+	ID           string             `json:"id"`
+	Used         usageState         `json:"used"`
+	Msgs         []provider.Message `json:"messages"`
+	Summary      string             `json:"summary"`
+	Pending      []pendingState     `json:"pending"`
+	Verification *Verification      `json:"verification,omitempty"`
+}
+
+type usageState struct {
+	Turns     int64 `json:"turns"`
+	Calls     int64 `json:"model_calls"`
+	InTokens  int64 `json:"input_tokens"`
+	OutTokens int64 `json:"output_tokens"`
+	Loops     int64 `json:"loops"`
+}
+
+type pendingState struct {
+	Manifest json.RawMessage `json:"manifest"`
+	Task     string          `json:"task"`
+}
+
+type authorityState struct {
+	Seq     int64           `json:"seq"`
+	Next    int64           `json:"next"`
+	Grants  json.RawMessage `json:"grants"`
+	Budgets amend.Budgets   `json:"budgets"`
+}
+
+// treeDigest lists the workspace's files, without following links and
+// leaving out the state directory: path → "f:ID" (a regular file's
+// content), "l:TARGET" (a link), "d" (a directory), with the mode's
+// permission bits; and its digest, the ContentId of the list's JSON.
+func treeDigest(ws string) (map[string]string, canon.ID, error) {
+	tree := map[string]string{}
+	err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(ws, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == StateDir {
+			return filepath.SkipDir
+		}
+		if len(tree) >= maxTreeFiles {
+			return fmt.Errorf("the workspace holds more than %d files", maxTreeFiles)
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		perm := fmt.Sprintf("%04o", fi.Mode().Perm())
+		switch {
+		case fi.Mode().IsRegular():
+			f, err := nofollow.Open(p)
+			if err != nil {
+				return err
+			}
+			id, err := canon.SumReader(f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			tree[rel] = "f:" + perm + ":" + id.String()
+		case fi.IsDir():
+			tree[rel] = "d:" + perm
+		case fi.Mode()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			tree[rel] = "l:" + t
+		default:
+			tree[rel] = "o:" + fi.Mode().Type().String()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, canon.ID{}, fmt.Errorf("runner: the workspace tree: %w", err)
+	}
+	b, err := json.Marshal(tree)
+	if err != nil {
+		return nil, canon.ID{}, err
+	}
+	return tree, canon.Sum(b), nil
+}
+
+// snapshotID is a parked run's snapshot: the ContentId over the
+// workspace tree's digest and the state file's.
+func snapshotID(tree, state canon.ID) canon.ID {
+	b, _ := json.Marshal(map[string]string{"type": "cordon.snapshot.v1", "tree": tree.String(), "state": state.String()})
+	c, err := canon.JCS(b)
+	if err != nil {
+		panic(err)
+	}
+	return canon.Sum(c)
+}
+
+// treeDiff names the paths that differ between two trees (at most 10).
+func treeDiff(was, now map[string]string) string {
+	var diff []string
+	for p, v := range was {
+		if w, ok := now[p]; !ok {
+			diff = append(diff, p+" (removed)")
+		} else if w != v {
+			diff = append(diff, p+" (changed)")
+		}
+	}
+	for p := range now {
+		if _, ok := was[p]; !ok {
+			diff = append(diff, p+" (added)")
+		}
+	}
+	sort.Strings(diff)
+	if len(diff) > 10 {
+		diff = append(diff[:10], fmt.Sprintf("and %d more", len(diff)-10))
+	}
+	if len(diff) == 0 {
+		return "no path differs from the list the state file keeps (was the state file edited too?)"
+	}
+	return strings.Join(diff, ", ")
+}
+
+// energyUJ is the energy of a session's devices: measured where a meter
+// measured it, else estimated.
+func energyUJ(e *session.Energy) int64 {
+	var n uint64
+	for _, d := range e.Devices {
+		if d.MeasuredUJ != nil {
+			n += *d.MeasuredUJ
+		} else {
+			n += d.EstimatedUJ
+		}
+	}
+	return int64(min(n, uint64(canon.MaxInt)))
+}
+
+// idleEnergy estimates the energy a parked run accrued: the Estimator's
+// idle power of the cores the sandbox allots (one) over the time it was
+// parked, rounded up, never zero.
+func idleEnergy(parked time.Duration) int64 {
+	ns := uint64(max(parked.Nanoseconds(), 1))
+	// µW × ns / 1e9 = µJ, rounded up.
+	uj := (energy.DefaultCoefficients.IdlePerCoreUW*1*(ns/1e6) + 999) / 1000
+	return int64(max(uj, 1))
+}
+
+// runDir is WORKSPACE/.cordon/runs/RUN.
+func (r *run) runDir() string { return filepath.Join(r.state, RunsDir, r.auth.run) }
+
+// makeRunDir creates the run's directory (0700) and its parent.
+func (r *run) makeRunDir() error {
+	for _, d := range []string{filepath.Join(r.state, RunsDir), r.runDir()} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("runner: %w", err)
+		}
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+			return fmt.Errorf("runner: %s is not a directory; remove it (cordon keeps its runs' records there)", d)
+		}
+	}
+	return nil
+}
+
+// appendSegment appends to the run's durable record and writes it and
+// its head. A refusal here is a bug or a record tampered with under the
+// run: the run's record cannot be completed.
+func (r *run) appendSegment(s durable.Segment) error {
+	s.Manifest, s.Grants, s.Env = r.cfg.Manifest.ID(), r.cfg.Manifest.Grants.ID(), r.envAddr()
+	if _, err := r.drec.Append(s); err != nil {
+		return fmt.Errorf("runner: durable record: %w", err)
+	}
+	return nil
+}
+
+// writeRecord writes the durable record and its head: signed with the
+// run's key, else unsigned.
+func (r *run) writeRecord() error {
+	if err := r.makeRunDir(); err != nil {
+		return err
+	}
+	if err := replaceFile(filepath.Join(r.runDir(), RecordFile), r.drec.Wire()); err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	h := r.drec.Head()
+	name, data, stale := HeadJCSFile, h.JCS(), HeadFile
+	if r.cfg.Key != nil {
+		name, data, stale = HeadFile, h.Seal(r.cfg.Key), HeadJCSFile
+	}
+	if err := os.Remove(filepath.Join(r.runDir(), stale)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("runner: %w", err)
+	}
+	if err := replaceFile(filepath.Join(r.runDir(), name), data); err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	return nil
+}
+
+// parkRequested reports whether `cordon park` asked this run to park.
+func (r *run) parkRequested() bool {
+	if r.auth.run == "" {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(r.state, ParkDir, r.auth.run))
+	return err == nil
+}
+
+// parkReason is why the root task t parks at this boundary ("" if it
+// does not).
+func (r *run) parkReason(t *task) string {
+	switch {
+	case t.parent != nil:
+		return ""
+	case r.waitSeq > 0:
+		return ParkMailbox
+	case r.parkRequested():
+		return ParkRequest
+	}
+	return ""
+}
+
+// park ends this segment of the run: the meters stop, the state is
+// written, the durable record gets the segment's execute and a suspend
+// naming the snapshot, and run.park closes the journal's segment.
+func (r *run) park(root *task, reason string) (*Outcome, error) {
+	e, err := r.sess.StopMeters()
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	seg := energyUJ(e)
+	if err := r.makeRunDir(); err != nil {
+		return nil, err
+	}
+	a := &r.auth
+	a.mu.Lock()
+	auth := authorityState{Seq: a.state.Seq, Next: a.next, Grants: a.state.Grants.JCS(), Budgets: a.state.Budgets}
+	a.mu.Unlock()
+	head := r.jw.Head()
+	st := parkState{Type: StateType, Run: a.run, Reason: reason, WaitSeq: r.waitSeq, Manifest: r.cfg.Manifest.JCS(),
+		Env: r.envAddr().String(), Apply: r.cfg.Apply, Start: r.body.Start, Since: r.since,
+		Journal: JournalHead{Count: head.Count, Head: head.ID.String()}, ParkedUnixMS: time.Now().UnixMilli(), Responses: r.responses,
+		Task: taskState{ID: root.id, Used: usageState{Turns: root.used.turns, Calls: root.used.calls, InTokens: root.used.inTokens,
+			OutTokens: root.used.outTokens, Loops: root.used.loops}, Msgs: root.msgs, Summary: root.summary, Verification: root.verification},
+		Body: r.body, Outputs: r.outputs, Planned: r.planned, Authority: auth}
+	if len(a.issuer.Bytes()) > 0 {
+		st.Issuer = a.issuer.ID().String()
+	}
+	for _, p := range root.pending {
+		st.Task.Pending = append(st.Task.Pending, pendingState{Manifest: p.m.JCS(), Task: p.task})
+	}
+	var treeID canon.ID
+	if st.Tree, treeID, err = treeDigest(r.cfg.Workspace); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("runner: state: %w", err)
+	}
+	if len(b) > maxStateBytes {
+		return nil, fmt.Errorf("runner: the run's state is %d bytes, more than %d", len(b), maxStateBytes)
+	}
+	stateID := canon.Sum(b)
+	snap := snapshotID(treeID, stateID)
+	if err := replaceFile(filepath.Join(r.runDir(), StateFile), b); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	if err := os.Chmod(filepath.Join(r.runDir(), StateFile), 0o600); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	if err := r.appendSegment(durable.Segment{Kind: durable.Execute, EnergyUJ: seg}); err != nil {
+		return nil, err
+	}
+	if err := r.appendSegment(durable.Segment{Kind: durable.Suspend, Snapshot: snap}); err != nil {
+		return nil, err
+	}
+	if _, err := r.record(entry.RunPark{Run: a.run, Reason: reason, Tree: treeID.String(), State: stateID.String(),
+		Snapshot: snap.String(), EnergyUJ: seg}); err != nil {
+		return nil, err
+	}
+	if err := r.writeRecord(); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(filepath.Join(r.state, ParkDir, a.run)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r.logf("run %s: parked (%s); snapshot %s; resume with 'cordon run --resume %s'", a.run, reason, snap, r.cfg.Workspace)
+	r.body.Status = StatusParked
+	return &Outcome{Status: StatusParked, Body: &r.body, Head: r.jw.Head(), Run: a.run, Reason: reason}, nil
+}
+
+// parked is a parked run found in a workspace, checked.
+type parked struct {
+	run    string
+	dir    string
+	rec    *durable.Record
+	st     *parkState
+	m      *manifest.Manifest
+	park   journal.Entry // the journal's last entry, run.park
+	parkAt time.Time
+}
+
+// ParkedRun names the parked run in a workspace and its manifest, for
+// the CLI to build the model's provider before it resumes; it checks
+// nothing else (Run with Config.Resume does, under the workspace lock).
+func ParkedRun(workspace string) (run string, m *manifest.Manifest, err error) {
+	state := filepath.Join(workspace, StateDir)
+	run, err = findParked(state)
+	if err != nil {
+		return "", nil, err
+	}
+	b, err := nofollow.Read(filepath.Join(state, RunsDir, run, StateFile), maxStateBytes)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: run %s: %w", ErrResume, run, err)
+	}
+	var st struct {
+		Manifest json.RawMessage `json:"manifest"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return "", nil, fmt.Errorf("%w: run %s: %s: %w", ErrResume, run, StateFile, err)
+	}
+	if m, err = manifest.Parse(st.Manifest); err != nil {
+		return "", nil, fmt.Errorf("%w: run %s: %s: manifest: %w", ErrResume, run, StateFile, err)
+	}
+	return run, m, nil
+}
+
+// findParked returns the id of the run whose durable record is parked.
+func findParked(state string) (string, error) {
+	des, err := os.ReadDir(filepath.Join(state, RunsDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("%w: %w", ErrResume, err)
+	}
+	var found []string
+	for _, d := range des {
+		if amend.CheckRunID(d.Name()) != nil {
+			continue
+		}
+		b, err := nofollow.Read(filepath.Join(state, RunsDir, d.Name(), RecordFile), maxRecord)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("%w: run %s: %w", ErrResume, d.Name(), err)
+		}
+		// A record that does not parse here is judged when it is resumed;
+		// a parked state line is enough to find it.
+		rec, err := durable.Parse(b)
+		if err != nil || rec.Head().State == durable.Parked {
+			found = append(found, d.Name())
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("%w: %s has no parked run (no record under %s is parked: each ran to its end, or none was parked here); start a new run without --resume",
+			ErrResume, filepath.Dir(state), filepath.Join(state, RunsDir))
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%w: %s holds %d parked runs (%s); cordon parks one run per workspace: move the others' directories away",
+		ErrResume, filepath.Join(state, RunsDir), len(found), strings.Join(found, ", "))
+}
+
+// checkNotParked refuses a new run in a workspace with a parked run: it
+// would start another run in the middle of that one's journal.
+func checkNotParked(state string) error {
+	run, err := findParked(state)
+	if err != nil {
+		return nil // none (or one whose record is unreadable: resuming reports it)
+	}
+	return fmt.Errorf("runner: %w: run %s; continue it with 'cordon run --resume %s', or move %s away to abandon it",
+		ErrParked, run, filepath.Dir(state), filepath.Dir(state))
+}
+
+func resumef(format string, args ...any) error {
+	return fmt.Errorf("runner: %w: "+format, append([]any{ErrResume}, args...)...)
+}
+
+// loadParked finds and checks the workspace's parked run: its record and
+// head (signed with the run's key when it has one), the journal ending
+// at its run.park, the state file and the workspace tree against the
+// snapshot, and the manifest, grant set, environment and issuer offered
+// against the record's.
+func (r *run) loadParked() (*parked, error) {
+	id, err := findParked(r.state)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	p := &parked{run: id, dir: filepath.Join(r.state, RunsDir, id)}
+	wire, err := nofollow.Read(filepath.Join(p.dir, RecordFile), maxRecord)
+	if err != nil {
+		return nil, resumef("%s: %v", filepath.Join(p.dir, RecordFile), err)
+	}
+	if p.rec, err = durable.Parse(wire); err != nil {
+		return nil, resumef("%s: %v; the record was tampered with: it cannot be resumed", filepath.Join(p.dir, RecordFile), err)
+	}
+	h := p.rec.Head()
+	if h.State != durable.Parked {
+		return nil, resumef("%s is %s, not parked", filepath.Join(p.dir, RecordFile), h.State)
+	}
+	signed, serr := nofollow.Read(filepath.Join(p.dir, HeadFile), 1<<20)
+	switch {
+	case r.cfg.Key != nil && serr != nil:
+		return nil, resumef("%s: %v; a signed run's record needs its signed head", filepath.Join(p.dir, HeadFile), serr)
+	case r.cfg.Key != nil:
+		payload, err := durable.OpenHead(signed, r.cfg.Key.Public())
+		if err != nil {
+			return nil, resumef("%s: %v; the head must be signed by the run's key (--key)", filepath.Join(p.dir, HeadFile), err)
+		}
+		if !bytes.Equal(payload, h.JCS()) {
+			return nil, resumef("%s: the record's head (%d segments, %s) is not the signed head: the record was cut short, extended or rewritten", filepath.Join(p.dir, RecordFile), h.Count, h.Head)
+		}
+	case serr == nil:
+		return nil, resumef("%s: the run was signed; resume it with its key (--key)", filepath.Join(p.dir, HeadFile))
+	default:
+		b, err := nofollow.Read(filepath.Join(p.dir, HeadJCSFile), 1<<20)
+		if err != nil {
+			return nil, resumef("%s: %v", filepath.Join(p.dir, HeadJCSFile), err)
+		}
+		if !bytes.Equal(b, h.JCS()) {
+			return nil, resumef("%s is not the record's head (%d segments, %s): the record was cut short, extended or rewritten", filepath.Join(p.dir, HeadJCSFile), h.Count, h.Head)
+		}
+	}
+	// The run's identity: what is offered must be the record's.
+	m := r.cfg.Manifest
+	switch {
+	case m.Grants.ID() != h.Grants:
+		return nil, resumef("the grant set offered (%s) is not the parked run's (%s); a run resumes only under its own grants", m.Grants.ID(), h.Grants)
+	case r.envAddr() != h.Env:
+		return nil, resumef("the environment offered (%s) is not the parked run's (%s); a run resumes only in its own environment (pass the same --env and --image)", r.envAddr(), h.Env)
+	case m.ID() != h.Manifest:
+		return nil, resumef("the manifest offered (%s) is not the parked run's (%s); a run resumes only with its own manifest", m.ID(), h.Manifest)
+	}
+	// The journal: verified, and ending at this run's run.park.
+	f, err := nofollow.Open(filepath.Join(r.state, JournalFile))
+	if err != nil {
+		return nil, resumef("the journal: %v", err)
+	}
+	es, jh, err := journal.Scan(f)
+	f.Close()
+	if err != nil {
+		return nil, resumef("the journal does not verify: %v", err)
+	}
+	if len(es) == 0 || es[len(es)-1].Type != "run.park" {
+		return nil, resumef("the journal does not end with the run's run.park entry (%d entries): something was appended while it was parked", jh.Count)
+	}
+	p.park = es[len(es)-1]
+	var pe entry.RunPark
+	if err := json.Unmarshal(p.park.Body().AppendJCS(nil), &pe); err != nil {
+		return nil, resumef("run.park: %v", err)
+	}
+	if pe.Run != id || pe.Snapshot != h.Snapshot.String() {
+		return nil, resumef("the journal's run.park names run %s and snapshot %s; the record is run %s parked with %s", pe.Run, pe.Snapshot, id, h.Snapshot)
+	}
+	// The state file and the tree, against the snapshot.
+	sb, err := nofollow.Read(filepath.Join(p.dir, StateFile), maxStateBytes)
+	if err != nil {
+		return nil, resumef("%s: %v", filepath.Join(p.dir, StateFile), err)
+	}
+	if got := canon.Sum(sb).String(); got != pe.State {
+		return nil, resumef("the state file %s differs from the one recorded at suspension (%s, now %s): it was edited while the run was parked", filepath.Join(p.dir, StateFile), pe.State, got)
+	}
+	st := &parkState{}
+	dec := json.NewDecoder(bytes.NewReader(sb))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(st); err != nil || st.Type != StateType || st.Run != id {
+		return nil, resumef("%s: not a %s document of run %s: %v", filepath.Join(p.dir, StateFile), StateType, id, err)
+	}
+	p.st = st
+	tree, treeID, err := treeDigest(r.cfg.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	if treeID.String() != pe.Tree {
+		return nil, resumef("the workspace tree differs from the one recorded at suspension: %s; restore it, or move %s away to abandon the run",
+			treeDiff(st.Tree, tree), p.dir)
+	}
+	if snapshotID(treeID, canon.Sum(sb)) != h.Snapshot {
+		return nil, resumef("the workspace tree and state file do not make the snapshot %s the record's suspend names", h.Snapshot)
+	}
+	if st.Journal.Count != p.park.Index || st.Journal.Head != p.park.Prev.String() {
+		return nil, resumef("the state file was written at journal entry %d (%s), but run.park stands at entry %d after %s", st.Journal.Count, st.Journal.Head, p.park.Index, p.park.Prev)
+	}
+	if p.m, err = manifest.Parse(st.Manifest); err != nil || p.m.ID() != m.ID() {
+		return nil, resumef("the state file's manifest is not the run's %s", m.ID())
+	}
+	// The issuer, who alone may amend the run, does not change.
+	issuer := ""
+	switch {
+	case r.cfg.Issuer != nil:
+		issuer = r.cfg.Issuer.ID().String()
+	case r.cfg.Key != nil:
+		issuer = r.cfg.Key.Public().ID().String()
+	}
+	if issuer != st.Issuer {
+		return nil, resumef("the run's issuer was %q; resume it with the same issuer (--key or --issuer), not %q", st.Issuer, issuer)
+	}
+	if st.Reason == ParkMailbox {
+		n, err := mailbox.Pending(r.cfg.Workspace)
+		if err != nil {
+			return nil, resumef("the mailbox: %v", err)
+		}
+		if n == 0 {
+			return nil, resumef("the run waits for the operator's reply to message #%d and there is none; reply with 'cordon mail --reply TEXT %s' first", st.WaitSeq, r.cfg.Workspace)
+		}
+	}
+	p.parkAt = time.UnixMilli(st.ParkedUnixMS)
+	return p, nil
+}
+
+// resume restores the parked run p and journals its resumption: run.resume,
+// then the run's principals with a fresh agent key.
+func (r *run) resume(p *parked) (*task, error) {
+	st := p.st
+	r.drec = p.rec
+	r.since = st.Since
+	r.body = st.Body
+	r.body.Status = ""
+	if t, err := time.Parse(time.RFC3339Nano, st.Start); err == nil {
+		r.start = t
+	} else {
+		return nil, resumef("state: start: %v", err)
+	}
+	r.outputs = st.Outputs
+	if r.outputs == nil {
+		r.outputs = map[string]string{}
+	}
+	r.planned = st.Planned
+	if r.planned == nil {
+		r.planned = map[string][]byte{}
+	}
+	r.responses = st.Responses
+	gs, err := grant.Parse(st.Authority.Grants)
+	if err != nil {
+		return nil, resumef("state: the grant set in force: %v", err)
+	}
+	root := &task{id: st.Task.ID, m: r.cfg.Manifest, run: r, msgs: st.Task.Msgs, summary: st.Task.Summary, verification: st.Task.Verification, resumed: true,
+		used: usage{turns: st.Task.Used.Turns, calls: st.Task.Used.Calls, inTokens: st.Task.Used.InTokens, outTokens: st.Task.Used.OutTokens, loops: st.Task.Used.Loops}}
+	for _, ps := range st.Task.Pending {
+		cm, err := manifest.Parse(ps.Manifest)
+		if err != nil {
+			return nil, resumef("state: a queued sub-task's manifest: %v", err)
+		}
+		root.pending = append(root.pending, &pendingTask{m: cm, task: ps.Task})
+	}
+	if sk, ok := r.cfg.Provider.(interface{ Skip(int) error }); ok {
+		if err := sk.Skip(int(st.Responses)); err != nil {
+			return nil, resumef("%v", err)
+		}
+	}
+	parkedFor := time.Since(p.parkAt)
+	idle := idleEnergy(parkedFor)
+	ms := max(parkedFor.Milliseconds(), 0)
+	if err := r.appendSegment(durable.Segment{Kind: durable.Resume, Snapshot: p.rec.Head().Snapshot, IdleUJ: idle,
+		IdleProvenance: "Estimator", ParkedMS: ms}); err != nil {
+		return nil, resumef("%v", err)
+	}
+	if _, err := r.record(entry.RunResume{Run: st.Run, Snapshot: p.rec.Head().Snapshot.String(), ParkedMS: ms, IdleUJ: idle, IdleProvenance: "Estimator"}); err != nil {
+		return nil, err
+	}
+	r.auth.run = st.Run
+	r.auth.next = st.Authority.Next
+	r.auth.state = amend.State{Run: st.Run, Grants: gs, Budgets: st.Authority.Budgets, Seq: st.Authority.Seq}
+	if err := r.startAuthority(true); err != nil {
+		return nil, err
+	}
+	if err := r.writeRecord(); err != nil {
+		return nil, err
+	}
+	r.logf("run %s: resumed from snapshot %s after %s parked (%s); idle energy %d µJ (Estimator)", st.Run, p.rec.Head().Snapshot, parkedFor.Round(time.Millisecond), st.Reason, idle)
+	return root, nil
+}
+
+// closeRecord ends the run's durable record: the last segment's execute
+// (its energy and receipt) and the close.
+func (r *run) closeRecord(e *session.Energy) error {
+	if r.drec == nil {
+		return nil
+	}
+	seg := durable.Segment{Kind: durable.Execute, Receipt: r.receiptID}
+	if e != nil {
+		seg.EnergyUJ = energyUJ(e)
+	}
+	if err := r.appendSegment(seg); err != nil {
+		return err
+	}
+	if err := r.appendSegment(durable.Segment{Kind: durable.Close}); err != nil {
+		return err
+	}
+	return r.writeRecord()
+}
