@@ -449,10 +449,10 @@ func findParked(state string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w: run %s: %w", ErrResume, d.Name(), err)
 		}
-		// A record that does not parse here is judged when it is resumed;
-		// a parked state line is enough to find it.
+		// A record that does not parse, or is not closed, is judged when
+		// it is resumed (only a parked one resumes).
 		rec, err := durable.Parse(b)
-		if err != nil || rec.Head().State == durable.Parked {
+		if err != nil || rec.Head().State != durable.Closed {
 			found = append(found, d.Name())
 		}
 	}
