@@ -230,13 +230,13 @@ type run struct {
 	auth       authority // the principals and the authority in force (amend.go)
 
 	// Parking (park.go).
-	segStart  time.Time        // this segment's start: the wall-clock allowance counts from it
-	drec      *durable.Record  // the run's durable record
-	parked    *parked          // the parked run this one resumes, checked at start
-	waitSeq   int64            // a mailbox wait with no reply: the post it waits on
-	parkWhy   string           // why the root task parked
-	responses int64            // model responses received (a replay resumes after them)
-	receiptID canon.ID         // the sealed receipt's id
+	segStart  time.Time       // this segment's start: the wall-clock allowance counts from it
+	drec      *durable.Record // the run's durable record
+	parked    *parked         // the parked run this one resumes, checked at start
+	waitSeq   int64           // a mailbox wait with no reply: the post it waits on
+	parkWhy   string          // why the root task parked
+	responses int64           // model responses received (a replay resumes after them)
+	receiptID canon.ID        // the sealed receipt's id
 }
 
 func start(ctx context.Context, cfg Config) (*run, error) {
