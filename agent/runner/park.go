@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"sort"
@@ -248,9 +249,15 @@ func energyUJ(e *session.Energy) int64 {
 // parked, rounded up, never zero.
 func idleEnergy(parked time.Duration) int64 {
 	ns := uint64(max(parked.Nanoseconds(), 1))
-	// µW × ns / 1e9 = µJ, rounded up.
-	uj := (energy.DefaultCoefficients.IdlePerCoreUW*1*(ns/1e6) + 999) / 1000
-	return int64(max(uj, 1))
+	// µW × ns / 1e9 = µJ, rounded up, in 128 bits.
+	hi, lo := bits.Mul64(energy.DefaultCoefficients.IdlePerCoreUW, ns)
+	lo, c := bits.Add64(lo, 1e9-1, 0)
+	hi += c
+	if hi >= 1e9 {
+		return canon.MaxInt
+	}
+	uj, _ := bits.Div64(hi, lo, 1e9)
+	return int64(max(min(uj, uint64(canon.MaxInt)), 1))
 }
 
 // runDir is WORKSPACE/.cordon/runs/RUN.
@@ -654,14 +661,15 @@ func (r *run) resume(p *parked) (*task, error) {
 			return nil, resumef("%v", err)
 		}
 	}
+	snap := p.rec.Head().Snapshot
 	parkedFor := time.Since(p.parkAt)
 	idle := idleEnergy(parkedFor)
 	ms := max(parkedFor.Milliseconds(), 0)
-	if err := r.appendSegment(durable.Segment{Kind: durable.Resume, Snapshot: p.rec.Head().Snapshot, IdleUJ: idle,
+	if err := r.appendSegment(durable.Segment{Kind: durable.Resume, Snapshot: snap, IdleUJ: idle,
 		IdleProvenance: "Estimator", ParkedMS: ms}); err != nil {
 		return nil, resumef("%v", err)
 	}
-	if _, err := r.record(entry.RunResume{Run: st.Run, Snapshot: p.rec.Head().Snapshot.String(), ParkedMS: ms, IdleUJ: idle, IdleProvenance: "Estimator"}); err != nil {
+	if _, err := r.record(entry.RunResume{Run: st.Run, Snapshot: snap.String(), ParkedMS: ms, IdleUJ: idle, IdleProvenance: "Estimator"}); err != nil {
 		return nil, err
 	}
 	r.auth.run = st.Run
@@ -673,7 +681,7 @@ func (r *run) resume(p *parked) (*task, error) {
 	if err := r.writeRecord(); err != nil {
 		return nil, err
 	}
-	r.logf("run %s: resumed from snapshot %s after %s parked (%s); idle energy %d µJ (Estimator)", st.Run, p.rec.Head().Snapshot, parkedFor.Round(time.Millisecond), st.Reason, idle)
+	r.logf("run %s: resumed from snapshot %s after %s parked (%s); idle energy %d µJ (Estimator)", st.Run, snap, parkedFor.Round(time.Millisecond), st.Reason, idle)
 	return root, nil
 }
 

@@ -200,6 +200,9 @@ func TestParkOnMailboxAndResume(t *testing.T) {
 		segs[2].IdleProvenance != "Estimator" || segs[2].ParkedMS < 5 || segs[3].Receipt.IsZero() || h.Manifest != m.ID() || h.Env != hostEnv {
 		t.Fatalf("record %s, head %+v, resume %+v", kinds(rec), h, segs[2])
 	}
+	if rs := ofType(es, "run.resume"); len(rs) != 1 || !strings.Contains(rs[0], segs[1].Snapshot.String()) || segs[2].Snapshot != segs[1].Snapshot {
+		t.Fatalf("run.resume %v does not name the suspend's snapshot %s", rs, segs[1].Snapshot)
+	}
 	// A closed record is not resumed.
 	if _, err := resumeScript(t, ws, m, key, finishing(), nil); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "no parked run") {
 		t.Fatalf("resume of a finished run: %v", err)
@@ -446,4 +449,17 @@ func (s *lateScript) Name() string { return "late" }
 func (s *lateScript) Complete(ctx context.Context, req provider.Request) (*provider.Response, error) {
 	time.Sleep(s.delay)
 	return calls(call("read", `{"path":"in"}`)), nil
+}
+
+// TestIdleEnergy: the Estimator's idle energy is the idle power of one
+// core over the time parked, rounded up, never zero.
+func TestIdleEnergy(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want int64
+	}{{0, 1}, {time.Nanosecond, 1}, {time.Millisecond, 2000}, {time.Second, 2_000_000}, {1000 * time.Hour, 7_200_000_000_000}} {
+		if got := idleEnergy(c.d); got != c.want {
+			t.Errorf("%v: %d µJ, want %d", c.d, got, c.want)
+		}
+	}
 }

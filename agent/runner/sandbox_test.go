@@ -5,6 +5,8 @@ package runner
 // them, as every sandbox test does.
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,9 +16,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cordon-dev/cordon/agent/mailbox"
 	"github.com/cordon-dev/cordon/agent/memory"
 	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 )
 
 const secretKey = "sk-ant-test-SECRET-0123456789"
@@ -282,4 +287,68 @@ for url in ["http://127.0.0.1:%d/", "http://denied.example/"]:
 		}
 	}
 	mustVerify(t, ws)
+}
+
+// TestParkedStateOutOfSandboxReach: a parked run's state file and durable
+// record are out of reach of the run's commands: a command of the
+// resumed run, given their host paths and the workspace-relative ones,
+// can neither read nor change them, and the run verifies.
+func TestParkedStateOutOfSandboxReach(t *testing.T) {
+	prog := `import os, sys
+out = []
+for p in sys.argv[1:] + [".cordon/runs", ".cordon/journal.jsonl", "../.cordon"]:
+    try:
+        out.append(p + ":READ " + open(p, errors="replace").read(40))
+    except Exception as e:
+        out.append(p + ":DENIED " + type(e).__name__)
+    try:
+        open(p, "a").write("tampered")
+        out.append(p + ":WROTE")
+    except Exception as e:
+        out.append(p + ":DENIED-WRITE " + type(e).__name__)
+print("\n".join(out))
+`
+	ws := newWorkspace(t, pythonFiles(prog))
+	key := parkKey(t)
+	state := t.TempDir()
+	real := func(c *Config) {
+		c.Sandbox, c.SandboxState, c.Memory, c.Key = nil, state, memory.Options{NoGit: true}, key
+	}
+	m := baseManifest(t, nil)
+	s1 := &script{resps: []*provider.Response{calls(runPy()), calls(call("mailbox", `{"action":"wait","text":"ok?"}`))}}
+	out, err := runScript(t, ws, m, s1, runOpts{apply: true, cfg: real})
+	if err != nil || out.Status != StatusParked {
+		t.Fatalf("%v %v", out, err)
+	}
+	dir := filepath.Join(ws, StateDir, RunsDir, out.Run)
+	targets := []string{filepath.Join(dir, StateFile), filepath.Join(dir, RecordFile), filepath.Join(dir, HeadFile)}
+	before := map[string][]byte{}
+	for _, p := range targets {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[p] = b
+	}
+	mailbox.Post(ws, mailbox.FromOperator, "yes", time.Now())
+	argv, _ := json.Marshal(append([]string{"python3", "src/attack.py"}, targets...))
+	s2 := &script{resps: []*provider.Response{calls(call("run", `{"argv":`+string(argv)+`}`)), finish("done")}}
+	out, err = runScript(t, ws, m, s2, runOpts{apply: true, cfg: func(c *Config) { real(c); c.Resume = true }})
+	if err != nil || out.Status != StatusFinished {
+		t.Fatalf("%v %v", out, err)
+	}
+	res := toolResults(s2) // the whole conversation's: the last is this segment's command
+	got := res[len(res)-1].Text
+	if strings.Contains(got, ":READ") || strings.Contains(got, ":WROTE") || !strings.Contains(got, StateFile+":DENIED FileNotFoundError") || !strings.Contains(got, HeadFile+":DENIED-WRITE") {
+		t.Fatalf("a command reached the run's state:\n%s", got)
+	}
+	for _, p := range targets[:1] {
+		if b, _ := os.ReadFile(p); !bytes.Equal(b, before[p]) {
+			t.Errorf("%s changed", p)
+		}
+	}
+	pub := key.Public()
+	if rep := runrecord.Verify(ws, &pub); rep.Failed() {
+		t.Fatalf("verify: %+v", rep.Checks)
+	}
 }
