@@ -398,7 +398,10 @@ func (r *run) park(root *task, reason string) (*Outcome, error) {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r.logf("run %s: parked (%s); snapshot %s; resume with 'cordon run --resume %s'", a.run, reason, snap, r.cfg.Workspace)
+	// The outcome says how far the run got (the body's totals are set
+	// when the run ends).
 	r.body.Status = StatusParked
+	r.body.Turns, r.body.ModelCalls, r.body.InputTokens, r.body.OutputTokens, r.body.Loops = root.used.turns, root.used.calls, root.used.inTokens, root.used.outTokens, root.used.loops
 	return &Outcome{Status: StatusParked, Body: &r.body, Head: r.jw.Head(), Run: a.run, Reason: reason}, nil
 }
 
