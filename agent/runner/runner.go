@@ -615,6 +615,10 @@ func (r *run) run(ctx context.Context) (*Outcome, error) {
 	if err := r.closeRecord(energy); err != nil {
 		return nil, err
 	}
+	// A park request that came too late (while sub-tasks ran) is void.
+	if err := os.Remove(filepath.Join(r.state, ParkDir, r.auth.run)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
 	r.logf("run %s: %s (%d turns, %d model calls, %d+%d tokens); journal %d entries, head %s",
 		m.ID(), status, r.body.Turns, r.body.ModelCalls, r.body.InputTokens, r.body.OutputTokens, r.jw.Head().Count, r.jw.Head().ID)
 	return &Outcome{Status: status, Body: &r.body, Head: r.jw.Head(), Run: r.auth.run}, nil
