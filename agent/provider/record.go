@@ -41,6 +41,16 @@ func (r *recorder) Redact(s string) string {
 	return s
 }
 
+// Skip passes a skip on to the provider recorded when it plays a
+// recording (a replay a resumed run continues); a live model has nothing
+// to skip.
+func (r *recorder) Skip(n int) error {
+	if sk, ok := r.p.(interface{ Skip(int) error }); ok {
+		return sk.Skip(n)
+	}
+	return nil
+}
+
 func (r *recorder) Complete(ctx context.Context, req Request) (*Response, error) {
 	resp, err := r.p.Complete(ctx, req)
 	if err != nil {

@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -84,5 +86,34 @@ func TestReplayMalformed(t *testing.T) {
 	}
 	if _, err := NewReplay(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("NewReplay(missing) = %v, want ErrNotExist", err)
+	}
+}
+
+// TestReplaySkip: a resumed run's replay continues after the responses
+// already played, through a recording too; a skip past the end, or after
+// a response was played, is refused.
+func TestReplaySkip(t *testing.T) {
+	line := `{"content":[{"type":"text","text":"%d"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1,"reported":true}}` + "\n"
+	data := []byte(fmt.Sprintf(line, 0) + fmt.Sprintf(line, 1) + fmt.Sprintf(line, 2))
+	req := Request{Model: "m", Messages: []Message{{Role: "user", Content: []Block{{Type: "text", Text: "x"}}}}}
+	p, err := NewReplayData("r", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec bytes.Buffer
+	rp := Record(p, &rec).(interface{ Skip(int) error })
+	if err := rp.Skip(2); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Complete(context.Background(), req)
+	if err != nil || resp.Content[0].Text != "2" {
+		t.Fatalf("after skipping 2: %v %v", resp, err)
+	}
+	if err := p.(interface{ Skip(int) error }).Skip(1); err == nil {
+		t.Fatal("a skip after a response was played")
+	}
+	q, _ := NewReplayData("r", data)
+	if err := q.(interface{ Skip(int) error }).Skip(4); err == nil {
+		t.Fatal("a skip past the end")
 	}
 }

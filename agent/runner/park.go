@@ -659,6 +659,8 @@ func (r *run) resume(p *parked) (*task, error) {
 		}
 		root.pending = append(root.pending, &pendingTask{m: cm, task: ps.Task})
 	}
+	// A replay continues where the parked segment stopped; a live model
+	// is sent the conversation.
 	if sk, ok := r.cfg.Provider.(interface{ Skip(int) error }); ok {
 		if err := sk.Skip(int(st.Responses)); err != nil {
 			return nil, resumef("%v", err)

@@ -463,3 +463,55 @@ func TestIdleEnergy(t *testing.T) {
 		}
 	}
 }
+
+// TestAmendmentSurvivesResume: the authority in force is part of the
+// parked state: an amendment applied before the park still binds after
+// the resume (its removed command is refused), the live file names the
+// same run and amendment, the next amendment file is the next number, and
+// the resumed checkpoints name the amended grant set.
+func TestAmendmentSurvivesResume(t *testing.T) {
+	issuer := parkKey(t)
+	ipub := issuer.Public()
+	ws := newWorkspace(t, defaultFiles())
+	m := baseManifest(t, func(m map[string]any) { m["grants"] = grantsDoc([]string{"python3", "git", "printenv"}) })
+	tight := grantSet(t, grantsDoc([]string{"python3", "git"}))
+	s1 := &hooked{script: &script{resps: []*provider.Response{
+		calls(call("read", `{"path":"in"}`)),
+		calls(call("mailbox", `{"action":"wait","text":"?"}`)),
+	}}}
+	s1.hook = func(i int) {
+		if i == 0 {
+			l := readLive(t, ws)
+			putAmendment(t, ws, l.Run, 1, sign.Seal(issuer, amend.AmendmentPayloadType,
+				(&amend.Amendment{Run: l.Run, Issuer: ipub.ID(), Seq: 1, Base: m.Grants.ID(), Grants: tight}).JCS()))
+		}
+	}
+	cfg := func(c *Config) { c.Issuer, c.Key = &ipub, issuer }
+	out, err := runScript(t, ws, m, nil, runOpts{apply: true, cfg: func(c *Config) { cfg(c); c.Provider = s1 }})
+	if err != nil || out.Status != StatusParked {
+		t.Fatalf("%v %v", out, err)
+	}
+	mailbox.Post(ws, mailbox.FromOperator, "ok", time.Now())
+	var live Live
+	s2 := &hooked{script: &script{resps: []*provider.Response{calls(call("run", `{"argv":["printenv"]}`)), finish("done")}}}
+	s2.hook = func(i int) {
+		if i == 0 {
+			live = readLive(t, ws)
+		}
+	}
+	out, err = runScript(t, ws, m, nil, runOpts{apply: true, cfg: func(c *Config) { cfg(c); c.Provider, c.Resume = s2, true }})
+	if err != nil || out.Status != StatusFinished {
+		t.Fatalf("%v %v", out, err)
+	}
+	if live.Run != out.Run || live.Seq != 1 || live.Next != 2 {
+		t.Fatalf("live after resume: %+v (run %s)", live, out.Run)
+	}
+	if r := refusals(t, ws); !contains(r, "printenv is not allowed by the grant set in force") {
+		t.Fatalf("the amendment did not survive the resume: %v", r)
+	}
+	cps := ofType(entries(t, ws), "checkpoint")
+	if last := cps[len(cps)-1]; !strings.Contains(last, tight.ID().String()) {
+		t.Fatalf("the last checkpoint does not name the amended grants: %s", last)
+	}
+	mustVerify(t, ws)
+}
