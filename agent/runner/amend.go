@@ -49,6 +49,7 @@ type Live struct {
 	Next    int64           `json:"next"` // the next amendment file to be read
 	Grants  json.RawMessage `json:"grants"`
 	Budgets amend.Budgets   `json:"budgets"`
+	Park    bool            `json:"park,omitempty"` // the run may park (Config.Park): `cordon park` asks it to
 }
 
 // authority is the run's principals and the authority in force.
@@ -126,7 +127,7 @@ func (r *run) startAuthority(resume bool) error {
 func (r *run) writeLive() error {
 	a := &r.auth
 	l := Live{Type: LiveType, Run: a.run, Agent: a.agent.Public().ID().String(), Seq: a.state.Seq, Next: a.next,
-		Grants: a.state.Grants.JCS(), Budgets: a.state.Budgets}
+		Grants: a.state.Grants.JCS(), Budgets: a.state.Budgets, Park: r.mayPark()}
 	if len(a.issuer.Bytes()) > 0 {
 		l.Issuer = a.issuer.ID().String()
 	}

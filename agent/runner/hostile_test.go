@@ -360,18 +360,22 @@ func TestBudgetsHold(t *testing.T) {
 		}
 	})
 	t.Run("wall clock", func(t *testing.T) {
-		// The wall-clock allowance is per segment: when it is spent the
-		// run parks (reason budget) rather than going on (park_test.go
-		// resumes one).
 		ws := newWorkspace(t, defaultFiles())
 		m := baseManifest(t, func(m map[string]any) { budgets(m)["wall_ms"] = 50 })
 		s := &slowScript{delay: 30 * time.Millisecond}
 		out, _ := runScript(t, ws, m, nil, runOpts{cfg: func(c *Config) { c.Provider = s }})
-		if out.Status != StatusParked || out.Reason != ParkBudget || s.n > 3 {
+		if out.Status != StatusBudgetExhausted || s.n > 3 {
 			t.Fatalf("status %s after %d calls", out.Status, s.n)
 		}
 		if b := ofType(entries(t, ws), "budget"); !contains(b, "wall_ms") {
 			t.Fatalf("no wall_ms budget entry: %v", b)
+		}
+		// A run that may park parks instead (TestParkOnWallClock).
+		ws = newWorkspace(t, defaultFiles())
+		s = &slowScript{delay: 30 * time.Millisecond}
+		out, _ = runScript(t, ws, m, nil, runOpts{cfg: func(c *Config) { c.Provider, c.Park = s, true }})
+		if out.Status != StatusParked || out.Reason != ParkBudget || s.n > 3 {
+			t.Fatalf("a run that may park: status %s after %d calls", out.Status, s.n)
 		}
 	})
 	t.Run("provider error is recorded, key-free", func(t *testing.T) {

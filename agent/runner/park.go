@@ -310,6 +310,9 @@ func (r *run) writeRecord() error {
 	return nil
 }
 
+// mayPark reports whether the run may park: its caller can resume it.
+func (r *run) mayPark() bool { return r.cfg.Park || r.cfg.Resume }
+
 // parkRequested reports whether `cordon park` asked this run to park.
 func (r *run) parkRequested() bool {
 	if r.auth.run == "" {
@@ -323,7 +326,7 @@ func (r *run) parkRequested() bool {
 // does not).
 func (r *run) parkReason(t *task) string {
 	switch {
-	case t.parent != nil:
+	case t.parent != nil || !r.mayPark():
 		return ""
 	case r.waitSeq > 0:
 		return ParkMailbox
@@ -441,13 +444,14 @@ func ParkedRun(workspace string) (run string, m *manifest.Manifest, err error) {
 	return run, m, nil
 }
 
-// findParked returns the id of the run whose durable record is parked.
-func findParked(state string) (string, error) {
+// runRecords reads each run's durable record under the state directory:
+// by run id, the record, or why it does not parse.
+func runRecords(state string) (ids []string, recs map[string]*durable.Record, errs map[string]error, err error) {
 	des, err := os.ReadDir(filepath.Join(state, RunsDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("%w: %w", ErrResume, err)
+		return nil, nil, nil, err
 	}
-	var found []string
+	recs, errs = map[string]*durable.Record{}, map[string]error{}
 	for _, d := range des {
 		if amend.CheckRunID(d.Name()) != nil {
 			continue
@@ -456,14 +460,29 @@ func findParked(state string) (string, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err != nil {
-			return "", fmt.Errorf("%w: run %s: %w", ErrResume, d.Name(), err)
+		ids = append(ids, d.Name())
+		if err == nil {
+			recs[d.Name()], err = durable.Parse(b)
 		}
-		// A record that does not parse, or is not closed, is judged when
-		// it is resumed (only a parked one resumes).
-		rec, err := durable.Parse(b)
-		if err != nil || rec.Head().State != durable.Closed {
-			found = append(found, d.Name())
+		if err != nil {
+			errs[d.Name()] = err
+		}
+	}
+	return ids, recs, errs, nil
+}
+
+// findParked returns the id of the run to resume: the one whose record
+// is not closed. A record that does not parse, or is not parked, is
+// judged by loadParked (only a parked one resumes).
+func findParked(state string) (string, error) {
+	ids, recs, errs, err := runRecords(state)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrResume, err)
+	}
+	var found []string
+	for _, id := range ids {
+		if errs[id] != nil || recs[id].Head().State != durable.Closed {
+			found = append(found, id)
 		}
 	}
 	switch len(found) {
@@ -473,19 +492,31 @@ func findParked(state string) (string, error) {
 	case 1:
 		return found[0], nil
 	}
-	return "", fmt.Errorf("%w: %s holds %d parked runs (%s); cordon parks one run per workspace: move the others' directories away",
+	return "", fmt.Errorf("%w: %s holds %d runs that did not close (%s); cordon parks one run per workspace: move the others' directories away",
 		ErrResume, filepath.Join(state, RunsDir), len(found), strings.Join(found, ", "))
 }
 
-// checkNotParked refuses a new run in a workspace with a parked run: it
-// would start another run in the middle of that one's journal.
+// checkNotParked refuses a new run in a workspace with a parked run (or
+// a run record that does not parse, which may be one): it would start
+// another run in the middle of that one's journal. A record left running
+// by a run that crashed does not stop a new run (its journal entries are
+// marked run.unfinished).
 func checkNotParked(state string) error {
-	run, err := findParked(state)
+	ids, recs, errs, err := runRecords(state)
 	if err != nil {
-		return nil // none (or one whose record is unreadable: resuming reports it)
+		return fmt.Errorf("runner: %w", err)
 	}
-	return fmt.Errorf("runner: %w: run %s; continue it with 'cordon run --resume %s', or move %s away to abandon it",
-		ErrParked, run, filepath.Dir(state), filepath.Dir(state))
+	for _, id := range ids {
+		switch {
+		case errs[id] != nil:
+			return fmt.Errorf("runner: %w: run %s's record %s does not parse (%v), so it may be a parked run; move %s away",
+				ErrParked, id, filepath.Join(state, RunsDir, id, RecordFile), errs[id], filepath.Join(state, RunsDir, id))
+		case recs[id].Head().State == durable.Parked:
+			return fmt.Errorf("runner: %w: run %s; continue it with 'cordon run --resume %s', or move %s away to abandon it",
+				ErrParked, id, filepath.Dir(state), filepath.Join(state, RunsDir, id))
+		}
+	}
+	return nil
 }
 
 func resumef(format string, args ...any) error {

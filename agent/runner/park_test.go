@@ -85,7 +85,7 @@ func parkOnMailbox(t *testing.T, ws string) (*manifest.Manifest, *sign.PrivateKe
 		calls(call("write", `{"path":"out.txt","content":"draft"}`)),
 		calls(call("mailbox", `{"action":"wait","text":"may I overwrite src/a.py?"}`), call("read", `{"path":"in"}`)),
 	}}
-	out, err := runScript(t, ws, m, s, runOpts{apply: true, cfg: func(c *Config) { c.Key = key }})
+	out, err := runScript(t, ws, m, s, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Park = key, true }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,6 +338,24 @@ func TestExecuteWhileParked(t *testing.T) {
 	if ja, _ := os.ReadFile(filepath.Join(ws, StateDir, JournalFile)); !bytes.Equal(jb, ja) {
 		t.Fatal("the refused run changed the journal")
 	}
+	// A record that does not parse may be a parked run: refused too.
+	rf := filepath.Join(ws, StateDir, RunsDir, parkedRunID(t, ws), RecordFile)
+	os.WriteFile(rf, []byte("garbage\n"), 0o644)
+	if _, err := runScript(t, ws, m, finishing(), runOpts{apply: true, cfg: func(c *Config) { c.Key = key }}); !errors.Is(err, ErrParked) || !strings.Contains(err.Error(), "does not parse") {
+		t.Fatalf("a new run beside an unreadable record: %v", err)
+	}
+	// A record left running by a crashed segment does not block a new
+	// run (an unsigned one: a signed run does not extend a journal with
+	// no result).
+	ws2 := newWorkspace(t, defaultFiles())
+	dir := filepath.Join(ws2, StateDir, RunsDir, "0123456789abcdef0123456789abcdef")
+	os.MkdirAll(dir, 0o700)
+	rec := durable.New()
+	rec.Append(durable.Segment{Kind: durable.Execute, Manifest: m.ID(), Grants: m.Grants.ID(), Env: hostEnv})
+	os.WriteFile(filepath.Join(dir, RecordFile), rec.Wire(), 0o644)
+	if out, err := runScript(t, ws2, m, finishing(), runOpts{apply: true}); err != nil || out.Status != StatusVerified {
+		t.Fatalf("a new run beside a crashed run's record: %v %v", out, err)
+	}
 }
 
 // parkRequester is a model that, on its second call, drops a park
@@ -374,7 +392,7 @@ func TestParkOnRequest(t *testing.T) {
 	p := &parkRequester{ws: ws, script: script{resps: []*provider.Response{
 		calls(call("read", `{"path":"in"}`)), calls(call("read", `{"path":"in"}`), call("read", `{"path":"src"}`)),
 	}}}
-	out, err := runScript(t, ws, m, nil, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Provider = key, p }})
+	out, err := runScript(t, ws, m, nil, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Provider, c.Park = key, p, true }})
 	if err != nil || out.Status != StatusParked || out.Reason != ParkRequest {
 		t.Fatalf("%v %v", out, err)
 	}
@@ -403,7 +421,7 @@ func TestParkOnWallClock(t *testing.T) {
 	// A model that answers after the allowance, ignoring the deadline: its
 	// call is charged as made, and its tool calls are refused.
 	slow := &lateScript{delay: 350 * time.Millisecond}
-	out, err := runScript(t, ws, m, nil, runOpts{cfg: func(c *Config) { c.Provider = slow }})
+	out, err := runScript(t, ws, m, nil, runOpts{cfg: func(c *Config) { c.Provider, c.Park = slow, true }})
 	if err != nil || out.Status != StatusParked || out.Reason != ParkBudget {
 		t.Fatalf("%v %v %v", out, err, ofType(entries(t, ws), "budget"))
 	}
@@ -434,12 +452,36 @@ func TestMailboxWaitWithReplyDoesNotPark(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &script{resps: []*provider.Response{calls(call("mailbox", `{"action":"wait","text":"?"}`)), finish("ok")}}
-	out, err := runScript(t, ws, baseManifest(t, nil), s, runOpts{})
+	out, err := runScript(t, ws, baseManifest(t, nil), s, runOpts{cfg: func(c *Config) { c.Park = true }})
 	if err != nil || out.Status != StatusFinished {
 		t.Fatalf("%v %v", out, err)
 	}
 	if tr := toolResults(s); len(tr) == 0 || !strings.Contains(tr[0].Text, "1 replies are waiting") {
 		t.Fatalf("tool results %v", tr)
+	}
+}
+
+// TestNoParkWithoutPark: a caller that cannot resume (Config.Park
+// unset, as the control plane and fleets run) never gets a parked run:
+// a wait with no reply says so and the run goes on, and a park request
+// is ignored and removed when the run ends.
+func TestNoParkWithoutPark(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	p := &parkRequester{ws: ws, script: script{resps: []*provider.Response{
+		calls(call("mailbox", `{"action":"wait","text":"?"}`)), calls(call("read", `{"path":"in"}`)), finish("ok"),
+	}}}
+	out, err := runScript(t, ws, baseManifest(t, nil), nil, runOpts{cfg: func(c *Config) { c.Provider = p }})
+	if err != nil || out.Status != StatusFinished {
+		t.Fatalf("%v %v", out, err)
+	}
+	if tr := toolResults(&p.script); !strings.Contains(tr[0].Text, "cannot park") {
+		t.Fatalf("tool results %v", tr)
+	}
+	if des, _ := os.ReadDir(filepath.Join(ws, StateDir, ParkDir)); len(des) != 0 {
+		t.Fatal("the void park request was left")
+	}
+	if rec := readRecord(t, ws, parkedRunID(t, ws), nil); kinds(rec) != "execute,close" {
+		t.Fatalf("record %s", kinds(rec))
 	}
 }
 
@@ -486,7 +528,7 @@ func TestAmendmentSurvivesResume(t *testing.T) {
 				(&amend.Amendment{Run: l.Run, Issuer: ipub.ID(), Seq: 1, Base: m.Grants.ID(), Grants: tight}).JCS()))
 		}
 	}
-	cfg := func(c *Config) { c.Issuer, c.Key = &ipub, issuer }
+	cfg := func(c *Config) { c.Issuer, c.Key, c.Park = &ipub, issuer, true }
 	out, err := runScript(t, ws, m, nil, runOpts{apply: true, cfg: func(c *Config) { cfg(c); c.Provider = s1 }})
 	if err != nil || out.Status != StatusParked {
 		t.Fatalf("%v %v", out, err)

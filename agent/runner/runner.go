@@ -164,9 +164,16 @@ type Config struct {
 	// (docs/SPEC.md §3.7); nil means Key's public key, and with neither
 	// the run has no issuer and refuses every amendment.
 	Issuer *sign.PublicKey
-	// Resume continues the run parked in the workspace (park.go,
-	// docs/SPEC.md §9.4) instead of starting one: Manifest (and EnvID)
-	// must be the parked run's, Key and Issuer its own.
+	// Park lets the run park (park.go, docs/SPEC.md §9.4) when the model
+	// waits for a mailbox reply that is not there, on a park request from
+	// `cordon park`, or when its wall-clock allowance is spent. Without it
+	// (a caller that cannot resume, such as the control plane) a wait
+	// says there is no reply yet, a park request is ignored, and a spent
+	// wall clock ends the run budget_exhausted.
+	Park bool
+	// Resume continues the run parked in the workspace instead of
+	// starting one (and implies Park): Manifest (and EnvID) must be the
+	// parked run's, Key and Issuer its own.
 	Resume bool
 }
 

@@ -312,7 +312,7 @@ print("\n".join(out))
 	key := parkKey(t)
 	state := t.TempDir()
 	real := func(c *Config) {
-		c.Sandbox, c.SandboxState, c.Memory, c.Key = nil, state, memory.Options{NoGit: true}, key
+		c.Sandbox, c.SandboxState, c.Memory, c.Key, c.Park = nil, state, memory.Options{NoGit: true}, key, true
 	}
 	m := baseManifest(t, nil)
 	s1 := &script{resps: []*provider.Response{calls(runPy()), calls(call("mailbox", `{"action":"wait","text":"ok?"}`))}}

@@ -205,7 +205,7 @@ func (r *run) loop(ctx context.Context, t *task) (string, error) {
 			return StatusParked, nil
 		}
 		if name, used, limit, owner := t.exhausted(time.Now()); name != "" {
-			if name == "wall_ms" && t.parent == nil && owner == t {
+			if name == "wall_ms" && t.parent == nil && owner == t && r.mayPark() {
 				// The segment's wall-clock allowance is spent: the run
 				// parks, and a resumed segment has the allowance again.
 				if err := r.budgetEvent(t, owner, name, used, limit, "spent for this segment; the run parks"); err != nil {

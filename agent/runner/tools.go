@@ -487,6 +487,9 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 		if n > 0 {
 			return fmt.Sprintf("posted #%d; %d replies are waiting: read the mailbox", msg.Seq, n), nil
 		}
+		if !r.mayPark() {
+			return fmt.Sprintf("posted #%d; no reply yet, and this run cannot park to wait for one: read the mailbox later", msg.Seq), nil
+		}
 		r.waitSeq = msg.Seq
 		r.logf("task %s: posted message #%d and waits for the operator's reply; the run parks at the end of this turn (reply with 'cordon mail --reply TEXT %s', then 'cordon run --resume %s')",
 			t.id, msg.Seq, r.cfg.Workspace, r.cfg.Workspace)

@@ -32,6 +32,9 @@ func runPark(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !l.Park {
+		return fmt.Errorf("park: run %s cannot park: it was started by a caller that cannot resume it (the control plane or a fleet); cancel it there instead", l.Run)
+	}
 	dir := filepath.Join(state, runner.ParkDir)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("park: %w", err)

@@ -184,7 +184,7 @@ func runRun(e *env, args []string) error {
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: *apply, Key: key, SandboxState: state, Tenant: *tenant,
 		Memory: memory.Options{NoGit: *noGit}, Log: prefixWriter{w: e.stderr, prefix: "cordon: "}, Version: version,
-		Env: vars, Image: img, EnvID: envID, Issuer: issuer, Resume: *resume,
+		Env: vars, Image: img, EnvID: envID, Issuer: issuer, Park: true, Resume: *resume,
 	})
 	if errors.Is(err, journal.ErrTorn) {
 		return withHint(fmt.Errorf("run: %w", err), fmt.Sprintf("a crash left a partial last entry; 'cordon journal repair %s' removes it",
