@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"filippo.io/age"
 )
@@ -46,8 +47,8 @@ var (
 const MaxSecret = 64 << 10
 
 var (
-	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-	tenantRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+	nameRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`) })
+	tenantRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`) })
 )
 
 // Secret is a resolved credential. Its value is reachable only through
@@ -83,7 +84,7 @@ func (s *Secret) MarshalBinary() ([]byte, error) {
 // Namespace is the namespace a tenant's secrets live in, derived from its
 // id and nothing else.
 func Namespace(tenant string) (string, error) {
-	if !tenantRE.MatchString(tenant) {
+	if !tenantRE().MatchString(tenant) {
 		return "", fmt.Errorf("%w: tenant id %q", ErrRef, tenant)
 	}
 	return "tenant/" + tenant, nil
@@ -115,7 +116,7 @@ func parseRef(ref string) (source, name string, err error) {
 	default:
 		return "", "", fmt.Errorf("%w: %q: unknown source %q (use NAME, store:NAME or http:NAME)", ErrRef, ref, source)
 	}
-	if !nameRE.MatchString(name) || strings.Contains(name, "..") {
+	if !nameRE().MatchString(name) || strings.Contains(name, "..") {
 		return "", "", fmt.Errorf("%w: %q: a secret name is 1–128 of A–Z a–z 0–9 . _ -, starting with a letter or digit, without ..; it names a secret in the tenant's own namespace only", ErrRef, ref)
 	}
 	return source, name, nil
@@ -217,7 +218,7 @@ func (s *Store) Put(tenant, name string, value []byte) error {
 	if err != nil {
 		return err
 	}
-	if !nameRE.MatchString(name) || strings.Contains(name, "..") {
+	if !nameRE().MatchString(name) || strings.Contains(name, "..") {
 		return fmt.Errorf("%w: secret name %q", ErrRef, name)
 	}
 	if len(value) == 0 || len(value) > MaxSecret {
@@ -263,7 +264,7 @@ func (s *Store) Delete(tenant, name string) error {
 	if err != nil {
 		return err
 	}
-	if !nameRE.MatchString(name) || strings.Contains(name, "..") {
+	if !nameRE().MatchString(name) || strings.Contains(name, "..") {
 		return fmt.Errorf("%w: secret name %q", ErrRef, name)
 	}
 	return os.Remove(s.path(ns, name))

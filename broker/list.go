@@ -35,7 +35,7 @@ func (s *Store) List(tenant string) ([]Info, error) {
 	out := []Info{}
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".age")
-		if !ok || !e.Type().IsRegular() || !nameRE.MatchString(name) {
+		if !ok || !e.Type().IsRegular() || !nameRE().MatchString(name) {
 			continue // a temporary file of a Put in progress, or not ours
 		}
 		fi, err := e.Info()
@@ -79,7 +79,7 @@ func (s *Store) Values() ([]*Secret, error) {
 		}
 		for _, e := range ents {
 			name, ok := strings.CutSuffix(e.Name(), ".age")
-			if !ok || !e.Type().IsRegular() || !nameRE.MatchString(name) {
+			if !ok || !e.Type().IsRegular() || !nameRE().MatchString(name) {
 				continue
 			}
 			v, err := s.open(filepath.Join(s.Dir, d.Name(), e.Name()), name)

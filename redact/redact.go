@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -52,9 +53,16 @@ const maxMatch = 1 << 10
 // before it masks it and keeps masking until the END line.
 const pemHold = 1 << 20
 
+// The patterns below are compiled on first use, not at package
+// initialisation: every cordon process (sandbox init too) links this
+// package, and most never redact anything (docs/PERFORMANCE.md).
 var (
-	pemBegin = regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----`)
-	pemEnd   = regexp.MustCompile(`-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----`)
+	pemBegin = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----`)
+	})
+	pemEnd = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----`)
+	})
 )
 
 // shape is one known credential shape: literal prefixes that start it (a
@@ -76,19 +84,21 @@ func newShape(name string, prefixes []string, fold, wordStart bool, re string) s
 // shapes are the credential shapes every pool masks; token matches are
 // bounded (maxMatch). PEM private key blocks run to their END line, or,
 // unterminated, to the end of the text: a key cut short is still a key.
-var shapes = []shape{
-	newShape("pem-private-key", []string{"-----BEGIN "}, false, false, `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----`),
-	newShape("github", []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, false, true, `gh[pousr]_[A-Za-z0-9]{36,255}\b`),
-	newShape("github", []string{"github_pat_"}, false, true, `github_pat_[A-Za-z0-9_]{22,255}\b`),
-	newShape("gitlab", []string{"glpat-"}, false, true, `glpat-[A-Za-z0-9_-]{20,255}`),
-	newShape("anthropic", []string{"sk-ant-"}, false, true, `sk-ant-[A-Za-z0-9_-]{20,255}`),
-	newShape("openai", []string{"sk-"}, false, true, `sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,255}`),
-	newShape("aws-access-key", []string{"AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"}, false, true, `A[A-Z]{3}[A-Z0-9]{16}\b`),
-	newShape("aws-secret-key", []string{"aws_secret_access_key", "awssecretaccesskey", "aws_secretaccesskey", "awssecret_accesskey", "awssecretaccess_key", "aws_secret_accesskey", "aws_secretaccess_key", "awssecret_access_key"}, true, false, `(?i:aws_?secret_?access_?key)["']?[ \t]{0,8}[:=][ \t]{0,8}["']?[A-Za-z0-9/+]{40}`),
-	newShape("slack", []string{"xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"}, false, true, `xox[abposr]-[A-Za-z0-9-]{10,255}`),
-	newShape("slack-webhook", []string{"https://hooks.slack.com/services/"}, false, false, `https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,255}`),
-	newShape("cordon-key", []string{"cdn_"}, false, true, `cdn_[A-Za-z0-9_-]{20,255}`),
-}
+var shapes = sync.OnceValue(func() []shape {
+	return []shape{
+		newShape("pem-private-key", []string{"-----BEGIN "}, false, false, `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----`),
+		newShape("github", []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}, false, true, `gh[pousr]_[A-Za-z0-9]{36,255}\b`),
+		newShape("github", []string{"github_pat_"}, false, true, `github_pat_[A-Za-z0-9_]{22,255}\b`),
+		newShape("gitlab", []string{"glpat-"}, false, true, `glpat-[A-Za-z0-9_-]{20,255}`),
+		newShape("anthropic", []string{"sk-ant-"}, false, true, `sk-ant-[A-Za-z0-9_-]{20,255}`),
+		newShape("openai", []string{"sk-"}, false, true, `sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,255}`),
+		newShape("aws-access-key", []string{"AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"}, false, true, `A[A-Z]{3}[A-Z0-9]{16}\b`),
+		newShape("aws-secret-key", []string{"aws_secret_access_key", "awssecretaccesskey", "aws_secretaccesskey", "awssecret_accesskey", "awssecretaccess_key", "aws_secret_accesskey", "aws_secretaccess_key", "awssecret_access_key"}, true, false, `(?i:aws_?secret_?access_?key)["']?[ \t]{0,8}[:=][ \t]{0,8}["']?[A-Za-z0-9/+]{40}`),
+		newShape("slack", []string{"xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"}, false, true, `xox[abposr]-[A-Za-z0-9-]{10,255}`),
+		newShape("slack-webhook", []string{"https://hooks.slack.com/services/"}, false, false, `https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,255}`),
+		newShape("cordon-key", []string{"cdn_"}, false, true, `cdn_[A-Za-z0-9_-]{20,255}`),
+	}
+})
 
 // Mask replaces a secret in output; it never says which secret.
 func Mask(kind string) string { return "[redacted:" + kind + "]" }
@@ -173,7 +183,7 @@ func (p *Pool) find(s string, limit int, prev byte) []match {
 		add(0, v, func(i int) { cands = append(cands, match{i, i + len(v), "secret"}) })
 	}
 	var lower string
-	for _, sh := range shapes {
+	for _, sh := range shapes() {
 		text := s
 		if sh.fold {
 			if lower == "" {
@@ -202,7 +212,7 @@ func (p *Pool) find(s string, limit int, prev byte) []match {
 						continue
 					}
 					end := len(s) // unterminated: to the end
-					if e := pemEnd.FindStringIndex(s[at+loc[1]:]); e != nil {
+					if e := pemEnd().FindStringIndex(s[at+loc[1]:]); e != nil {
 						end = at + loc[1] + e[1]
 					}
 					cands = append(cands, match{at, end, sh.name})
@@ -270,11 +280,13 @@ func (p *Pool) maskAfter(s string, limit int, prev byte) (string, int) {
 }
 
 // secretName reports whether a member name says it holds a secret.
-var secretName = regexp.MustCompile(`(?i)(secret|token|passw(or)?d|passphrase|api_?key|private_?key|credential|authorization|cookie|session_?key|access_?key)`)
+var secretName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(secret|token|passw(or)?d|passphrase|api_?key|private_?key|credential|authorization|cookie|session_?key|access_?key)`)
+})
 
 // SecretName reports whether a JSON member or header name names a
 // secret, so that its whole value is masked whatever it looks like.
-func SecretName(name string) bool { return secretName.MatchString(name) }
+func SecretName(name string) bool { return secretName().MatchString(name) }
 
 // Value masks a decoded JSON value (as encoding/json or canon decode it:
 // map[string]any, []any, string, numbers, bools, nil) at any depth: the
@@ -345,7 +357,7 @@ func (wr *Writer) Write(b []byte) (int, error) {
 func (wr *Writer) drain() error {
 	for {
 		if wr.inPEM {
-			loc := pemEnd.FindIndex(wr.buf)
+			loc := pemEnd().FindIndex(wr.buf)
 			if loc == nil {
 				// Keep only what could be the start of the END line.
 				keep := min(len(wr.buf), 64)
@@ -361,9 +373,9 @@ func (wr *Writer) drain() error {
 		// grow, and no match can start there that is not found now.
 		limit := len(wr.buf) - wr.p.maxL
 		// An unterminated PEM block is held from its BEGIN line.
-		if begins := pemBegin.FindAllIndex(wr.buf, -1); len(begins) > 0 {
+		if begins := pemBegin().FindAllIndex(wr.buf, -1); len(begins) > 0 {
 			last := begins[len(begins)-1]
-			if pemEnd.FindIndex(wr.buf[last[1]:]) == nil {
+			if pemEnd().FindIndex(wr.buf[last[1]:]) == nil {
 				if len(wr.buf)-last[0] > pemHold {
 					out, _ := wr.p.maskAfter(string(wr.buf[:last[0]]), last[0], wr.prev)
 					if _, err := io.WriteString(wr.w, out+Mask("pem-private-key")); err != nil {

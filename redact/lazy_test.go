@@ -1,0 +1,42 @@
+package redact
+
+import (
+	"regexp"
+	"testing"
+)
+
+// TestLazyPatterns pins the patterns compiled on first use (not at package
+// initialisation) to their sources, and checks their answers: compiled
+// late, they must be the patterns they were.
+func TestLazyPatterns(t *testing.T) {
+	for _, re := range []func() *regexp.Regexp{pemBegin, pemEnd, secretName} {
+		if first := re(); re() != first {
+			t.Fatalf("%s is compiled again on a second use", first)
+		}
+	}
+	if first := shapes(); &shapes()[0] != &first[0] {
+		t.Fatal("a lazily built pattern is built again on a second use")
+	}
+	for _, c := range []struct{ got, want string }{
+		{pemBegin().String(), `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----`},
+		{pemEnd().String(), `-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----`},
+		{secretName().String(), `(?i)(secret|token|passw(or)?d|passphrase|api_?key|private_?key|credential|authorization|cookie|session_?key|access_?key)`},
+		{shapes()[0].re.String(), `^(?:-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----)`},
+		{shapes()[len(shapes())-1].re.String(), `^(?:cdn_[A-Za-z0-9_-]{20,255})`},
+	} {
+		if c.got != c.want {
+			t.Errorf("pattern %q, want %q", c.got, c.want)
+		}
+	}
+	if n := len(shapes()); n != 11 {
+		t.Errorf("%d credential shapes, want 11", n)
+	}
+	for name, want := range map[string]bool{"API_KEY": true, "dbPassword": true, "Session-Key": false, "session_key": true, "name": false, "path": false} {
+		if SecretName(name) != want {
+			t.Errorf("SecretName(%q) = %v, want %v", name, !want, want)
+		}
+	}
+	if !pemBegin().MatchString("-----BEGIN RSA PRIVATE KEY-----") || pemEnd().MatchString("-----END PUBLIC KEY-----") {
+		t.Error("the PEM patterns answer differently")
+	}
+}
