@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/tailscale/hujson"
@@ -258,14 +259,16 @@ func envMap(r *jsonv.Reader, o *jsonv.Obj, name string) map[string]string {
 }
 
 var (
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	userName = regexp.MustCompile(`^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})$`)
+	envName  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	userName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([a-z_][a-z0-9_-]{0,31}|[0-9]{1,10})$`) })
 	// The image reference grammar of the OCI distribution specification,
 	// restricted: the registry host is always written (nothing defaults
 	// to a particular registry), and the digest is required.
 	component = `[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*`
 	host      = `(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]{1,5})?`
-	imageRef  = regexp.MustCompile(`^(` + host + `)/(` + component + `(?:/` + component + `)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?@(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$`)
+	imageRef  = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(` + host + `)/(` + component + `(?:/` + component + `)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?@(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$`)
+	})
 )
 
 // check validates a manifest's members, whether it came from a
@@ -290,7 +293,7 @@ func (m *Manifest) check() error {
 		vars   map[string]string
 	}{{"containerEnv", m.ContainerEnv}, {"remoteEnv", m.RemoteEnv}} {
 		for _, k := range sortedKeys(e.vars) {
-			if !envName.MatchString(k) {
+			if !envName().MatchString(k) {
 				return bad(e.member+"."+k, "not a variable name (letters, digits and _, not starting with a digit)")
 			}
 			if err := checkValue(e.vars[k]); err != nil {
@@ -299,7 +302,7 @@ func (m *Manifest) check() error {
 		}
 	}
 	for _, u := range []struct{ member, v string }{{"containerUser", m.ContainerUser}, {"remoteUser", m.RemoteUser}} {
-		if u.v != "" && !userName.MatchString(u.v) {
+		if u.v != "" && !userName().MatchString(u.v) {
 			return bad(u.member, "%q is not a user name (lower-case letters, digits, _ and -, at most 32) or a numeric id", u.v)
 		}
 	}
@@ -328,7 +331,7 @@ func checkImage(ref string) error {
 	if first, _, _ := strings.Cut(name, "/"); !strings.ContainsAny(first, ".:[") && first != "localhost" {
 		return fmt.Errorf("%q does not name its registry; write it in full (for example docker.io/library/NAME@sha256:…)", ref)
 	}
-	if !imageRef.MatchString(ref) {
+	if !imageRef().MatchString(ref) {
 		return fmt.Errorf("%q is not an image reference REGISTRY/REPOSITORY[:TAG]@sha256:HEX (64 lower-case hex digits)", ref)
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
@@ -68,12 +69,12 @@ var (
 	ErrNoop = errors.New("amendment changes nothing")
 )
 
-var runID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var runID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{32}$`) })
 
 // CheckRunID checks a run id: 32 lowercase hexadecimal digits (128
 // random bits, drawn by the runner).
 func CheckRunID(s string) error {
-	if !runID.MatchString(s) {
+	if !runID().MatchString(s) {
 		return fmt.Errorf("%w: run id %q is not 32 lowercase hex digits", ErrInvalid, s)
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/canon/jsonv"
@@ -79,7 +80,7 @@ type Policy struct {
 	jcs         []byte
 }
 
-var word = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
+var word = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`) })
 
 // ParsePolicy reads a policy in exactly its canonical form and checks it:
 // the bounds are covered by the parent, counts and windows are positive
@@ -163,14 +164,14 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		return bad("%d triggers, want 1…%d", len(p.Triggers), maxTriggers)
 	}
 	for i, t := range p.Triggers {
-		if !word.MatchString(t.Type) {
+		if !word().MatchString(t.Type) {
 			return bad("triggers[%d].type %q is not an event type", i, t.Type)
 		}
 		if len(t.Match) > maxMatch {
 			return bad("triggers[%d]: more than %d conditions", i, maxMatch)
 		}
 		for k := range t.Match {
-			if !word.MatchString(k) {
+			if !word().MatchString(k) {
 				return bad("triggers[%d].match: %q is not a field name", i, k)
 			}
 		}
@@ -230,7 +231,7 @@ func ParseEvent(data []byte) (*Event, error) {
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("%w: event: %w", ErrInvalid, err)
 	}
-	if typ != EventType || !word.MatchString(e.Kind) || e.ID == "" || len(e.ID) > 256 || e.AtMS < 0 {
+	if typ != EventType || !word().MatchString(e.Kind) || e.ID == "" || len(e.ID) > 256 || e.AtMS < 0 {
 		return nil, fmt.Errorf("%w: event: want type %q, a kind, an id of 1–256 bytes and at_ms ≥ 0", ErrInvalid, EventType)
 	}
 	return e, nil
