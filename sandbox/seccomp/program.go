@@ -128,7 +128,7 @@ const (
 
 // program assembles the filter for the running GOARCH.
 func program() ([]bpf.Instruction, error) {
-	return assemble(table, allowedNames(runtime.GOARCH))
+	return assemble(table(), allowedNames(runtime.GOARCH))
 }
 
 // assemble assembles rules and allow for the running GOARCH.

@@ -2,6 +2,7 @@ package seccomp
 
 import (
 	"fmt"
+	"sync"
 
 	seccompbpf "github.com/elastic/go-seccomp-bpf"
 )
@@ -110,223 +111,232 @@ var familyNotAllowed = seccompbpf.ArgumentConditions{
 
 // table is the policy. The package documentation explains each entry;
 // TestDocListsRules keeps the two in step.
-var table = []rule{
-	// Mounts and the file system view (CVE-2021-41133 for the new API).
-	always("mount"),
-	always("umount2"),
-	always("pivot_root"),
-	always("chroot"),
-	always("open_tree"),
-	always("open_tree_attr"),
-	always("move_mount"),
-	always("fsopen"),
-	always("fsconfig"),
-	always("fsmount"),
-	always("fspick"),
-	always("mount_setattr"),
+// It is built on first use, not at package initialisation, which
+// sandbox init (the same binary) would pay for nothing: cordon assembles
+// the filter and hands it to init.
+var table = sync.OnceValue(func() []rule {
+	t := []rule{
+		// Mounts and the file system view (CVE-2021-41133 for the new API).
+		always("mount"),
+		always("umount2"),
+		always("pivot_root"),
+		always("chroot"),
+		always("open_tree"),
+		always("open_tree_attr"),
+		always("move_mount"),
+		always("fsopen"),
+		always("fsconfig"),
+		always("fsmount"),
+		always("fspick"),
+		always("mount_setattr"),
 
-	// Namespaces.
-	always("unshare"),
-	always("setns"),
-	{Rule: Rule{Syscall: "clone", Errno: "EPERM",
-		When: "flags (argument 0) include CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET or CLONE_NEWCGROUP"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.BitsSet, Value: cloneNamespaces}}},
-	{Rule: Rule{Syscall: "clone3", Errno: "ENOSYS"}},
+		// Namespaces.
+		always("unshare"),
+		always("setns"),
+		{Rule: Rule{Syscall: "clone", Errno: "EPERM",
+			When: "flags (argument 0) include CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET or CLONE_NEWCGROUP"},
+			cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.BitsSet, Value: cloneNamespaces}}},
+		{Rule: Rule{Syscall: "clone3", Errno: "ENOSYS"}},
 
-	// Other processes.
-	always("ptrace"),
-	always("process_vm_readv"),
-	always("process_vm_writev"),
-	always("pidfd_getfd"),
+		// Other processes.
+		always("ptrace"),
+		always("process_vm_readv"),
+		always("process_vm_writev"),
+		always("pidfd_getfd"),
 
-	// Kernel code, kernel instrumentation, the keyring.
-	always("init_module"),
-	always("finit_module"),
-	always("delete_module"),
-	always("kexec_load"),
-	always("kexec_file_load"),
-	always("bpf"),
-	always("perf_event_open"),
-	always("keyctl"),
-	always("add_key"),
-	always("request_key"),
+		// Kernel code, kernel instrumentation, the keyring.
+		always("init_module"),
+		always("finit_module"),
+		always("delete_module"),
+		always("kexec_load"),
+		always("kexec_file_load"),
+		always("bpf"),
+		always("perf_event_open"),
+		always("keyctl"),
+		always("add_key"),
+		always("request_key"),
 
-	// Kernel exploitation aids and seccomp bypasses.
-	always("userfaultfd"),
-	always("open_by_handle_at"),
-	always("name_to_handle_at"),
-	always("io_uring_setup"),
-	always("io_uring_enter"),
-	always("io_uring_register"),
-	{Rule: Rule{Syscall: "personality", Errno: "EPERM",
-		When: "persona (argument 0) is not 0 (PER_LINUX) or 0xffffffff (query), zero- or sign-extended"},
-		cond: seccompbpf.ArgumentConditions{
-			{Argument: 0, Operation: seccompbpf.NotEqual, Value: perLinux},
-			{Argument: 0, Operation: seccompbpf.NotEqual, Value: personaQuery},
-			{Argument: 0, Operation: seccompbpf.NotEqual, Value: 0xFFFFFFFF_00000000 | personaQuery},
-		}},
-	amd64Only("modify_ldt"),
-	amd64Only("iopl"),
-	amd64Only("ioperm"),
+		// Kernel exploitation aids and seccomp bypasses.
+		always("userfaultfd"),
+		always("open_by_handle_at"),
+		always("name_to_handle_at"),
+		always("io_uring_setup"),
+		always("io_uring_enter"),
+		always("io_uring_register"),
+		{Rule: Rule{Syscall: "personality", Errno: "EPERM",
+			When: "persona (argument 0) is not 0 (PER_LINUX) or 0xffffffff (query), zero- or sign-extended"},
+			cond: seccompbpf.ArgumentConditions{
+				{Argument: 0, Operation: seccompbpf.NotEqual, Value: perLinux},
+				{Argument: 0, Operation: seccompbpf.NotEqual, Value: personaQuery},
+				{Argument: 0, Operation: seccompbpf.NotEqual, Value: 0xFFFFFFFF_00000000 | personaQuery},
+			}},
+		amd64Only("modify_ldt"),
+		amd64Only("iopl"),
+		amd64Only("ioperm"),
 
-	// Host administration.
-	always("acct"),
-	always("quotactl"),
-	always("quotactl_fd"),
-	always("syslog"),
-	always("swapon"),
-	always("swapoff"),
-	always("reboot"),
-	always("vhangup"),
-	always("fanotify_init"),
+		// Host administration.
+		always("acct"),
+		always("quotactl"),
+		always("quotactl_fd"),
+		always("syslog"),
+		always("swapon"),
+		always("swapoff"),
+		always("reboot"),
+		always("vhangup"),
+		always("fanotify_init"),
 
-	// NUMA memory placement.
-	always("mbind"),
-	always("set_mempolicy"),
-	always("set_mempolicy_home_node"),
-	always("move_pages"),
-	always("migrate_pages"),
+		// NUMA memory placement.
+		always("mbind"),
+		always("set_mempolicy"),
+		always("set_mempolicy_home_node"),
+		always("move_pages"),
+		always("migrate_pages"),
 
-	// The host clock.
-	always("settimeofday"),
-	always("clock_settime"),
-	always("clock_adjtime"),
-	always("adjtimex"),
+		// The host clock.
+		always("settimeofday"),
+		always("clock_settime"),
+		always("clock_adjtime"),
+		always("adjtimex"),
 
-	// Obsolete.
-	always("lookup_dcookie"),
-	always("nfsservctl"),
-	amd64Only("uselib"),
+		// Obsolete.
+		always("lookup_dcookie"),
+		always("nfsservctl"),
+		amd64Only("uselib"),
 
-	// Terminals (CVE-2019-10063, CVE-2017-5226, CVE-2023-28100).
-	{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
-		When: "request (argument 1) is not a 32-bit value zero- or sign-extended: it is in [0x1_00000000, 0xFFFFFFFF_80000000)"},
-		cond: seccompbpf.ArgumentConditions{
-			{Argument: 1, Operation: seccompbpf.GreaterOrEqual, Value: 0x1_00000000},
-			{Argument: 1, Operation: seccompbpf.LessThan, Value: 0xFFFFFFFF_80000000},
-		}},
-	{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
-		When: "request (argument 1) is TIOCSTI (0x5412)"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 1, Operation: seccompbpf.Equal, Value: tiocsti}}},
-	{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
-		When: "request (argument 1) is TIOCLINUX (0x541C)"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 1, Operation: seccompbpf.Equal, Value: tioclinux}}},
+		// Terminals (CVE-2019-10063, CVE-2017-5226, CVE-2023-28100).
+		{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
+			When: "request (argument 1) is not a 32-bit value zero- or sign-extended: it is in [0x1_00000000, 0xFFFFFFFF_80000000)"},
+			cond: seccompbpf.ArgumentConditions{
+				{Argument: 1, Operation: seccompbpf.GreaterOrEqual, Value: 0x1_00000000},
+				{Argument: 1, Operation: seccompbpf.LessThan, Value: 0xFFFFFFFF_80000000},
+			}},
+		{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
+			When: "request (argument 1) is TIOCSTI (0x5412)"},
+			cond: seccompbpf.ArgumentConditions{{Argument: 1, Operation: seccompbpf.Equal, Value: tiocsti}}},
+		{Rule: Rule{Syscall: "ioctl", Errno: "EPERM",
+			When: "request (argument 1) is TIOCLINUX (0x541C)"},
+			cond: seccompbpf.ArgumentConditions{{Argument: 1, Operation: seccompbpf.Equal, Value: tioclinux}}},
 
-	// Memory files: code from outside every mount cordon controls.
-	always("memfd_create"),
-	always("memfd_secret"),
+		// Memory files: code from outside every mount cordon controls.
+		always("memfd_create"),
+		always("memfd_secret"),
 
-	// Host writeback.
-	always("sync"),
-	always("syncfs"),
+		// Host writeback.
+		always("sync"),
+		always("syncfs"),
 
-	// Core dumps: RLIMIT_CORE stays 1, which aborts a pipe core dump.
-	// Memory merging (KSM): no program opts in, so no page it holds can be
-	// deduplicated with another run's (a timing side channel across runs
-	// and tenants). Both arguments are C ints, so values the kernel would
-	// truncate to them are refused too.
-	{Rule: Rule{Syscall: "prctl", Errno: "EPERM",
-		When: "option (argument 0) is PR_SET_MEMORY_MERGE (67)"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.Equal, Value: prSetMemoryMerge}}},
-	{Rule: Rule{Syscall: "prctl", Errno: "EPERM",
-		When: "option (argument 0) is not a 32-bit value: it is at least 0x1_00000000"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.GreaterOrEqual, Value: above32}}},
-	{Rule: Rule{Syscall: "madvise", Errno: "EPERM",
-		When: "advice (argument 2) is MADV_MERGEABLE (12)"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 2, Operation: seccompbpf.Equal, Value: madvMergeable}}},
-	{Rule: Rule{Syscall: "madvise", Errno: "EPERM",
-		When: "advice (argument 2) is not a 32-bit value: it is at least 0x1_00000000"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 2, Operation: seccompbpf.GreaterOrEqual, Value: above32}}},
-	{Rule: Rule{Syscall: "setrlimit", Errno: "EPERM",
-		When: "resource (argument 0) is RLIMIT_CORE (4)"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.Equal, Value: rlimitCore}}},
-	{Rule: Rule{Syscall: "setrlimit", Errno: "EPERM",
-		When: "resource (argument 0) is not a 32-bit value: it is at least 0x1_00000000"},
-		cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.GreaterOrEqual, Value: above32}}},
-	{Rule: Rule{Syscall: "prlimit64", Errno: "EPERM",
-		When: "resource (argument 1) is RLIMIT_CORE (4) and a new limit (argument 2) is given"},
-		cond: seccompbpf.ArgumentConditions{
-			{Argument: 1, Operation: seccompbpf.Equal, Value: rlimitCore},
-			{Argument: 2, Operation: seccompbpf.NotEqual, Value: 0},
-		}},
-	{Rule: Rule{Syscall: "prlimit64", Errno: "EPERM",
-		When: "resource (argument 1) is not a 32-bit value and a new limit (argument 2) is given"},
-		cond: seccompbpf.ArgumentConditions{
-			{Argument: 1, Operation: seccompbpf.GreaterOrEqual, Value: above32},
-			{Argument: 2, Operation: seccompbpf.NotEqual, Value: 0},
-		}},
+		// Core dumps: RLIMIT_CORE stays 1, which aborts a pipe core dump.
+		// Memory merging (KSM): no program opts in, so no page it holds can be
+		// deduplicated with another run's (a timing side channel across runs
+		// and tenants). Both arguments are C ints, so values the kernel would
+		// truncate to them are refused too.
+		{Rule: Rule{Syscall: "prctl", Errno: "EPERM",
+			When: "option (argument 0) is PR_SET_MEMORY_MERGE (67)"},
+			cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.Equal, Value: prSetMemoryMerge}}},
+		{Rule: Rule{Syscall: "prctl", Errno: "EPERM",
+			When: "option (argument 0) is not a 32-bit value: it is at least 0x1_00000000"},
+			cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.GreaterOrEqual, Value: above32}}},
+		{Rule: Rule{Syscall: "madvise", Errno: "EPERM",
+			When: "advice (argument 2) is MADV_MERGEABLE (12)"},
+			cond: seccompbpf.ArgumentConditions{{Argument: 2, Operation: seccompbpf.Equal, Value: madvMergeable}}},
+		{Rule: Rule{Syscall: "madvise", Errno: "EPERM",
+			When: "advice (argument 2) is not a 32-bit value: it is at least 0x1_00000000"},
+			cond: seccompbpf.ArgumentConditions{{Argument: 2, Operation: seccompbpf.GreaterOrEqual, Value: above32}}},
+		{Rule: Rule{Syscall: "setrlimit", Errno: "EPERM",
+			When: "resource (argument 0) is RLIMIT_CORE (4)"},
+			cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.Equal, Value: rlimitCore}}},
+		{Rule: Rule{Syscall: "setrlimit", Errno: "EPERM",
+			When: "resource (argument 0) is not a 32-bit value: it is at least 0x1_00000000"},
+			cond: seccompbpf.ArgumentConditions{{Argument: 0, Operation: seccompbpf.GreaterOrEqual, Value: above32}}},
+		{Rule: Rule{Syscall: "prlimit64", Errno: "EPERM",
+			When: "resource (argument 1) is RLIMIT_CORE (4) and a new limit (argument 2) is given"},
+			cond: seccompbpf.ArgumentConditions{
+				{Argument: 1, Operation: seccompbpf.Equal, Value: rlimitCore},
+				{Argument: 2, Operation: seccompbpf.NotEqual, Value: 0},
+			}},
+		{Rule: Rule{Syscall: "prlimit64", Errno: "EPERM",
+			When: "resource (argument 1) is not a 32-bit value and a new limit (argument 2) is given"},
+			cond: seccompbpf.ArgumentConditions{
+				{Argument: 1, Operation: seccompbpf.GreaterOrEqual, Value: above32},
+				{Argument: 2, Operation: seccompbpf.NotEqual, Value: 0},
+			}},
 
-	// Address families.
-	{Rule: Rule{Syscall: "socket", Errno: "EPERM",
-		When: "family (argument 0) is not AF_UNIX (1), AF_INET (2) or AF_INET6 (10)"},
-		cond: familyNotAllowed},
-	{Rule: Rule{Syscall: "socketpair", Errno: "EPERM",
-		When: "family (argument 0) is not AF_UNIX (1), AF_INET (2) or AF_INET6 (10)"},
-		cond: familyNotAllowed},
+		// Address families.
+		{Rule: Rule{Syscall: "socket", Errno: "EPERM",
+			When: "family (argument 0) is not AF_UNIX (1), AF_INET (2) or AF_INET6 (10)"},
+			cond: familyNotAllowed},
+		{Rule: Rule{Syscall: "socketpair", Errno: "EPERM",
+			When: "family (argument 0) is not AF_UNIX (1), AF_INET (2) or AF_INET6 (10)"},
+			cond: familyNotAllowed},
 
-	// Set-user-ID and set-group-ID files: through a writable host path
-	// a file the program makes is a file on the host, where nosuid does
-	// not apply (red team F5).
-	setID("chmod", 1, "amd64"),
-	setID("fchmod", 1, ""),
-	setID("fchmodat", 2, ""),
-	setID("fchmodat2", 2, ""),
-	setID("creat", 1, "amd64"),
-	setID("mkdir", 1, "amd64"),
-	setID("mkdirat", 2, ""),
-	setID("mknod", 1, "amd64"),
-	setID("mknodat", 2, ""),
-	setIDOpen("open", 1, "amd64"),
-	setIDOpen("openat", 2, ""),
-	newer("openat2"), // its mode is in memory the filter cannot read; callers fall back to openat
+		// Set-user-ID and set-group-ID files: through a writable host path
+		// a file the program makes is a file on the host, where nosuid does
+		// not apply (red team F5).
+		setID("chmod", 1, "amd64"),
+		setID("fchmod", 1, ""),
+		setID("fchmodat", 2, ""),
+		setID("fchmodat2", 2, ""),
+		setID("creat", 1, "amd64"),
+		setID("mkdir", 1, "amd64"),
+		setID("mkdirat", 2, ""),
+		setID("mknod", 1, "amd64"),
+		setID("mknodat", 2, ""),
+		setIDOpen("open", 1, "amd64"),
+		setIDOpen("openat", 2, ""),
+		newer("openat2"), // its mode is in memory the filter cannot read; callers fall back to openat
 
-	// Other processes and the host name.
-	always("kcmp"),
-	always("process_madvise"),
-	always("process_mrelease"),
-	always("sethostname"),
-	always("setdomainname"),
-	always("fanotify_mark"),
-	always("cachestat"),
+		// Other processes and the host name.
+		always("kcmp"),
+		always("process_madvise"),
+		always("process_mrelease"),
+		always("sethostname"),
+		always("setdomainname"),
+		always("fanotify_mark"),
+		always("cachestat"),
 
-	// Newer variants: callers fall back on ENOSYS to calls that are
-	// allowed (futex, the *xattr calls) or to files (/proc/self/mountinfo,
-	// /proc/self/attr).
-	newer("futex_wake"),
-	newer("futex_wait"),
-	newer("futex_requeue"),
-	newer("setxattrat"),
-	newer("getxattrat"),
-	newer("listxattrat"),
-	newer("removexattrat"),
-	newer("statmount"),
-	newer("listmount"),
-	newer("lsm_get_self_attr"),
-	newer("lsm_set_self_attr"),
-	newer("lsm_list_modules"),
+		// Newer variants: callers fall back on ENOSYS to calls that are
+		// allowed (futex, the *xattr calls) or to files (/proc/self/mountinfo,
+		// /proc/self/attr).
+		newer("futex_wake"),
+		newer("futex_wait"),
+		newer("futex_requeue"),
+		newer("setxattrat"),
+		newer("getxattrat"),
+		newer("listxattrat"),
+		newer("removexattrat"),
+		newer("statmount"),
+		newer("listmount"),
+		newer("lsm_get_self_attr"),
+		newer("lsm_set_self_attr"),
+		newer("lsm_list_modules"),
 
-	// Obsolete, unimplemented or internal: named so that the table is
-	// complete; the default would refuse them anyway.
-	quiet(always("remap_file_pages")),
-	quiet(amd64Only("_sysctl")),
-	quiet(amd64Only("ustat")),
-	quiet(amd64Only("sysfs")),
-	quiet(amd64Only("create_module")),
-	quiet(amd64Only("get_kernel_syms")),
-	quiet(amd64Only("query_module")),
-	quiet(amd64Only("getpmsg")),
-	quiet(amd64Only("putpmsg")),
-	quiet(amd64Only("afs_syscall")),
-	quiet(amd64Only("tuxcall")),
-	quiet(amd64Only("security")),
-	quiet(amd64Only("vserver")),
-	quiet(amd64Only("epoll_ctl_old")),
-	quiet(amd64Only("epoll_wait_old")),
-	quiet(amd64Only("set_thread_area")),
-	quiet(amd64Only("get_thread_area")),
-	quiet(amd64Only("uretprobe")),
-	quiet(arm64Only("arch_specific_syscall")),
-}
+		// Obsolete, unimplemented or internal: named so that the table is
+		// complete; the default would refuse them anyway.
+		quiet(always("remap_file_pages")),
+		quiet(amd64Only("_sysctl")),
+		quiet(amd64Only("ustat")),
+		quiet(amd64Only("sysfs")),
+		quiet(amd64Only("create_module")),
+		quiet(amd64Only("get_kernel_syms")),
+		quiet(amd64Only("query_module")),
+		quiet(amd64Only("getpmsg")),
+		quiet(amd64Only("putpmsg")),
+		quiet(amd64Only("afs_syscall")),
+		quiet(amd64Only("tuxcall")),
+		quiet(amd64Only("security")),
+		quiet(amd64Only("vserver")),
+		quiet(amd64Only("epoll_ctl_old")),
+		quiet(amd64Only("epoll_wait_old")),
+		quiet(amd64Only("set_thread_area")),
+		quiet(amd64Only("get_thread_area")),
+		quiet(amd64Only("uretprobe")),
+		quiet(arm64Only("arch_specific_syscall")),
+	}
+	for _, name := range arm64Time64 {
+		t = append(t, quiet(arm64Only(name)))
+	}
+	return t
+})
 
 // setID denies name when its mode (argument mode) has the set-user-ID or
 // set-group-ID bit.
@@ -366,18 +376,13 @@ var arm64Time64 = []string{
 	"semtimedop_time64", "rt_sigtimedwait_time64", "futex_time64", "sched_rr_get_interval_time64",
 }
 
-func init() {
-	for _, name := range arm64Time64 {
-		table = append(table, quiet(arm64Only(name)))
-	}
-}
-
 // Rules returns the filter's rules for every supported GOARCH, in the
 // order of the package documentation: one entry per system call, or per
 // condition where a call is denied under several. The result is a copy.
 func Rules() []Rule {
-	rules := make([]Rule, len(table))
-	for i, r := range table {
+	t := table()
+	rules := make([]Rule, len(t))
+	for i, r := range t {
 		rules[i] = r.Rule
 	}
 	return rules
