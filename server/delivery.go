@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"slices"
+	"sync"
 
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/broker"
@@ -65,7 +66,7 @@ func ReviewRef(runID string) string { return "refs/heads/cordon/review/" + runID
 
 const maxSecretUses = 32
 
-var basicUserRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var basicUserRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`) })
 
 // checkDelivery checks a task's secrets and repository against its
 // manifest's grant set. It asks no backend: references are checked by
@@ -153,7 +154,7 @@ func checkDelivery(tc TaskConfig, m *manifest.Manifest) error {
 	if at := byEnv[canon]; at != "" {
 		return fmt.Errorf("repository.token: secret %q is the repository's token, and %s delivers it by env: the repository's token is only ever injected by the egress proxy, never put in the sandbox", rc.Token, at)
 	}
-	if rc.User != "" && !basicUserRE.MatchString(rc.User) {
+	if rc.User != "" && !basicUserRE().MatchString(rc.User) {
 		return fmt.Errorf("repository.user %q: 1 to 64 of A-Z a-z 0-9 . _ -", rc.User)
 	}
 	if r.Scheme != "http" {

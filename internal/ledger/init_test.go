@@ -26,11 +26,7 @@ var regexpCompiles = map[string]bool{"MustCompile": true, "MustCompilePOSIX": tr
 
 // initRegexpAllowed lists, by file, the package-level patterns still
 // compiled at initialisation, each with its reason.
-var initRegexpAllowed = map[string]string{
-	// server/ was being changed by others when the rest were made lazy;
-	// its one pattern (61 KB at init) is theirs to make lazy.
-	"server/delivery.go": "basicUserRE, pending a change in server/",
-}
+var initRegexpAllowed = map[string]string{}
 
 // TestNoRegexpAtPackageInit fails when a non-test Go file of this module
 // (cmd/ included) compiles a regular expression at package
@@ -165,9 +161,7 @@ const initBytes = 8 << 10
 
 // initBytesAllowed are packages above initBytes, each with its own bound,
 // so that they cannot grow unseen either.
-var initBytesAllowed = map[string]int{
-	"github.com/cordon-dev/cordon/server": 64 << 10, // initRegexpAllowed
-}
+var initBytesAllowed = map[string]int{}
 
 // initLine is one line of GODEBUG=inittrace=1's report.
 var initLine = regexp.MustCompile(`^init (\S+) @[0-9.]+ ms, [0-9.]+ ms clock, ([0-9]+) bytes, ([0-9]+) allocs$`)
