@@ -33,6 +33,7 @@ type Control struct {
 	run      runHandle // the attached run, or nil
 	ended    bool      // the run was attached and has ended
 	frozen   *Frozen   // while frozen
+	started  time.Time // when the run was attached
 	attached chan struct{}
 }
 
@@ -45,6 +46,9 @@ type Frozen struct {
 	// Outputs is the digest of the run's outputs tree in its /work at
 	// the freeze (OutputsDigest); Thaw requires it unchanged.
 	Outputs canon.ID
+	// CPUNanos is the CPU time the run had used when it was frozen
+	// (its cgroup's accounting).
+	CPUNanos int64
 	// At is when the run was frozen.
 	At time.Time
 }
@@ -52,8 +56,8 @@ type Frozen struct {
 // runHandle is what a Control needs of a running sandbox (Linux).
 type runHandle interface {
 	id() string
-	freeze() ([]int, error) // freeze the cgroup, pause the wall clock; the pids
-	thaw() error            // thaw the cgroup, resume the wall clock
+	freeze() ([]int, int64, error) // freeze the cgroup, pause the wall clock; the pids and CPU time
+	thaw() error                   // thaw the cgroup, resume the wall clock
 	outputsDigest() (canon.ID, error)
 }
 
@@ -66,17 +70,27 @@ func (c *Control) Attached() <-chan struct{} { return c.attached }
 func (c *Control) attach(r runHandle) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.run = r
+	c.run, c.started = r, time.Now()
 	close(c.attached)
 }
 
-// detach ends the Control's run: later calls return ErrNotRunning.
-func (c *Control) detach() {
+// detach ends the Control's run: later calls return ErrNotRunning. It
+// reports whether the run was frozen.
+func (c *Control) detach() (wasFrozen bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	wasFrozen = c.frozen != nil
 	if c.run != nil {
 		c.run, c.ended, c.frozen = nil, true, nil
 	}
+	return wasFrozen
+}
+
+// Started is when the program was started (zero before).
+func (c *Control) Started() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started
 }
 
 // RunID is the attached run's id ("" before it starts).
@@ -101,7 +115,7 @@ func (c *Control) Freeze() (*Frozen, error) {
 	if c.frozen != nil {
 		return nil, ErrFrozen
 	}
-	pids, err := c.run.freeze()
+	pids, cpu, err := c.run.freeze()
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +123,7 @@ func (c *Control) Freeze() (*Frozen, error) {
 	if err != nil {
 		return nil, errors.Join(err, c.run.thaw())
 	}
-	c.frozen = &Frozen{RunID: c.run.id(), PIDs: pids, Outputs: d, At: time.Now()}
+	c.frozen = &Frozen{RunID: c.run.id(), PIDs: pids, Outputs: d, CPUNanos: cpu, At: time.Now()}
 	f := *c.frozen
 	return &f, nil
 }

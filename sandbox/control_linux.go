@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/sandbox/cgroup"
 )
 
 // The Sandbox is a Control's runHandle (control.go) while its program
@@ -19,25 +20,34 @@ import (
 
 func (sb *Sandbox) id() string { return sb.runID }
 
-func (sb *Sandbox) freeze() ([]int, error) {
+func (sb *Sandbox) freeze() ([]int, int64, error) {
 	if sb.cg == nil {
-		return nil, fmt.Errorf("%w: run %s has no cgroup (a rootless run without a delegated cgroup v2 subtree), and only a cgroup can be frozen", ErrUnavailable, sb.runID)
+		return nil, 0, fmt.Errorf("%w: run %s has no cgroup (a rootless run without a delegated cgroup v2 subtree), and only a cgroup can be frozen", ErrUnavailable, sb.runID)
 	}
 	if err := sb.cg.Freeze(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", sb.runID, err)
+		return nil, 0, fmt.Errorf("run %s: %w", sb.runID, err)
 	}
 	// Pause the wall clock. A timer that has fired already means the
 	// limit passed before the freeze: thaw, and let Wait kill the run.
 	if !sb.deadline.Stop() {
-		return nil, errors.Join(fmt.Errorf("run %s: the wall-clock limit passed before the freeze", sb.runID), sb.cg.Thaw())
+		return nil, 0, errors.Join(fmt.Errorf("run %s: the wall-clock limit passed before the freeze", sb.runID), sb.cg.Thaw())
 	}
-	pids, err := sb.cg.Procs()
-	if err != nil {
-		return nil, errors.Join(err, sb.thaw())
-	}
-	// Remember what was left of the limit, in wallEnds' place.
+	// Remember what was left of the limit, for the thaw.
 	sb.wallLeft = max(time.Until(sb.wallEnds), 0)
-	return pids, nil
+	pids, err := sb.cg.Procs()
+	var st cgroup.Stats
+	if err == nil {
+		st, err = sb.cg.Stats()
+	}
+	if err == nil && len(pids) == 0 {
+		// Init has not forked the program into the group yet (or it has
+		// ended): there is nothing to freeze.
+		err = fmt.Errorf("%w: run %s has no process in its cgroup yet", ErrNotRunning, sb.runID)
+	}
+	if err != nil {
+		return nil, 0, errors.Join(err, sb.thaw())
+	}
+	return pids, st.CPUNanos, nil
 }
 
 func (sb *Sandbox) thaw() error {

@@ -20,12 +20,13 @@ func TestControlFreezeThaw(t *testing.T) {
 	requireRoot(t, "freezes the run's cgroup")
 	s, out := lifecycleSpec(t, "/bin/sh", "-c", `i=0; while [ ! -e /work/stop ]; do i=$((i+1)); echo $i > /work/c; done`)
 	s.Outputs = []string{"c"}
-	s.Limits.Wall = 2 * time.Second
+	s.Limits.Wall = 3 * time.Second
 	c := NewControl()
 	s.Control = c
 	if _, err := c.Freeze(); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Freeze before the run = %v, want ErrNotRunning", err)
 	}
+	created := time.Now()
 	sb, err := Create(t.Context(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestControlFreezeThaw(t *testing.T) {
 	if advances() {
 		t.Error("the counter advances while frozen")
 	}
-	time.Sleep(2 * time.Second) // past the 2 s wall-clock limit, counting from Create
+	time.Sleep(time.Until(created.Add(s.Limits.Wall + 500*time.Millisecond))) // past the wall-clock limit, counting from Create
 	// An output changed while frozen: the thaw is refused, the run stays frozen.
 	cfile := filepath.Join(work, "c")
 	was, err := os.ReadFile(cfile)
@@ -142,5 +143,40 @@ func TestControlRefusedAtS4AndPrepared(t *testing.T) {
 	p := &Spec{Control: NewControl()}
 	if f := p.preparedFields(); !strings.Contains(f, "Control") {
 		t.Errorf("preparedFields() = %q, want Control named", f)
+	}
+}
+
+// A sandbox destroyed while frozen, without Wait, is killed whole: Destroy
+// does not hang on the frozen processes.
+func TestControlDestroyFrozen(t *testing.T) {
+	requireRoot(t, "freezes the run's cgroup")
+	s, _ := lifecycleSpec(t, "/bin/sh", "-c", `while :; do :; done`)
+	c := NewControl()
+	s.Control = c
+	sb, err := Create(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := c.Freeze(); err == nil {
+			break
+		} else if !errors.Is(err, ErrNotRunning) || time.Now().After(deadline) {
+			t.Fatalf("Freeze: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sb.Destroy() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Destroy of a frozen sandbox hangs")
 	}
 }

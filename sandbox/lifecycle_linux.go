@@ -709,7 +709,15 @@ func (sb *Sandbox) Start() error {
 	sb.state = stateStarted
 	if s.Control != nil {
 		s.Control.attach(sb) // control_linux.go
-		sb.cu.Add(s.Control.detach)
+		sb.cu.Add(func() {
+			// Destroyed while frozen: the frozen processes die of
+			// SIGKILL only once thawed, and killing init waits for them
+			// (the end of its PID namespace), so the cgroup is killed
+			// first (Kill thaws what it has signalled).
+			if s.Control.detach() && sb.cg != nil {
+				_ = sb.cg.Kill()
+			}
+		})
 	}
 	return nil
 }
@@ -736,6 +744,12 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	m, err := sb.next()
 	if s.Control != nil {
 		s.Control.detach() // the program has ended, or is about to be killed
+		if err != nil && !errors.Is(err, errTimeout) && sb.cg != nil {
+			// A frozen run's processes die of SIGKILL only once thawed,
+			// and init's PID namespace ends only when they have: kill
+			// the cgroup first (Kill thaws what it has signalled).
+			_ = sb.cg.Kill()
+		}
 	}
 	res.End = time.Now()
 	phase.Add("wait: exit status")

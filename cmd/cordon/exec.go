@@ -77,6 +77,7 @@ func runExec(e *env, args []string) error {
 	envPub := fs.String("env-pubkey", "", "the public key (PEM) a signed --env manifest must verify under")
 	usePool := fs.Bool("pool", false, "claim a warm slot from the resident pool ('cordon pool serve'); without one the run is refused")
 	poolCold := fs.Bool("pool-fallback-cold", false, "with --pool: start cold when no resident pool, or no matching slot, is there")
+	recordFile := fs.String("record", "", "write the run's durable record here (execute, suspend, resume, …, close; docs/SPEC.md §9.5), with its head signed beside it (FILE.head) when a key is given; 'cordon freeze RUN' and 'cordon thaw RUN' freeze and thaw the run")
 	imageRef := fs.String("image", "", "run on this OCI image's runtime instead of the host's: an OCI layout directory (DIR or DIR@sha256:…) or a docker save tarball, unpacked into the state directory's cache")
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
@@ -136,8 +137,28 @@ func runExec(e *env, args []string) error {
 		if err := receiptOutsideWritable(gs, *receiptFile); err != nil {
 			return refuse(fmt.Errorf("exec: --receipt: %w", err))
 		}
-	} else if *keyFile != "" {
-		return &usageError{msg: "exec: --key given without --receipt"}
+	} else if *keyFile != "" && *recordFile == "" {
+		return &usageError{msg: "exec: --key given without --receipt or --record"}
+	}
+	if *recordFile != "" {
+		if *usePool {
+			return &usageError{msg: "exec: --record with --pool", hint: "a pooled run runs in the resident pool's process, which cannot freeze it for this one: drop --pool to record and freeze the run"}
+		}
+		if key == nil {
+			k, err := stewardKey(*keyFile)
+			if err != nil {
+				return refuse(fmt.Errorf("exec: %w", err))
+			}
+			key = k // nil: the record's head is not signed
+		}
+		for _, f := range []string{*recordFile, *recordFile + ".head"} {
+			if _, err := os.Lstat(f); err == nil {
+				return refuse(fmt.Errorf("exec: --record: %s exists; a record is never written over", f))
+			}
+		}
+		if err := receiptOutsideWritable(gs, *recordFile); err != nil {
+			return refuse(fmt.Errorf("exec: --record: %w", err))
+		}
 	}
 	if *receiptFile != "" && *powercap != energy.DefaultPowercap && *journalFile == "" {
 		// The receipt does not say which tree metered it; the journal's
@@ -223,6 +244,31 @@ func runExec(e *env, args []string) error {
 		}
 	}()
 	var (
+		ctl *sandbox.Control
+		rr  *execRecorder
+	)
+	if *recordFile != "" {
+		envID := execRuntime(img)
+		if renv != nil {
+			envID = renv.ID
+		}
+		ctl = sandbox.NewControl()
+		if rr, err = newExecRecorder(*recordFile, execManifest(argv, ins, outs), gs.ID(), envID, limits, ctl, cancel); err != nil {
+			return refuse(fmt.Errorf("exec: --record: %w", err))
+		}
+		defer func() { // every path that does not finish the record below
+			if err := rr.finish(nil, canon.ID{}, key); err != nil {
+				fmt.Fprintf(e.stderr, "cordon: error: exec: --record: %s\n", oneLine(err.Error()))
+			}
+		}()
+		stop, err := rr.serve(state)
+		if err != nil {
+			return refuse(fmt.Errorf("exec: --record: %w", err))
+		}
+		defer stop()
+		fmt.Fprintf(e.stderr, "cordon: note: exec: run %s: freeze it with 'cordon freeze %s', thaw it with 'cordon thaw %s'\n", rr.runID, rr.runID, rr.runID)
+	}
+	var (
 		pooled   session.Sandbox
 		poolNote func() string
 	)
@@ -249,8 +295,17 @@ func runExec(e *env, args []string) error {
 	}
 	out, err := s.Exec(ctx, session.Command{
 		Argv: argv, Inputs: ins, Outputs: outs, Env: vars, Wall: limits.Wall,
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Image: img,
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Image: img, Control: ctl,
 	})
+	if rr != nil {
+		rr.mu.Lock()
+		refused := rr.refused
+		rr.mu.Unlock()
+		if refused != nil {
+			_, _ = s.StopMeters()
+			return refuse(fmt.Errorf("exec: %w; the run was killed", refused))
+		}
+	}
 	if sig, ok := caught.Load().(os.Signal); ok {
 		code := 130
 		if sig == syscall.SIGTERM {
@@ -309,16 +364,22 @@ func runExec(e *env, args []string) error {
 			fmt.Fprintln(e.stderr)
 		}
 	}
-	if key != nil {
+	var receiptID canon.ID
+	if *receiptFile != "" {
 		var envID canon.ID
 		if renv != nil {
 			envID = renv.ID
 		}
-		if err := writeExecReceipt(s, key, *receiptFile, argv, res, img, envID); err != nil {
+		if receiptID, err = writeExecReceipt(s, key, *receiptFile, argv, res, img, envID); err != nil {
 			return refuse(fmt.Errorf("exec: receipt: %w", err))
 		}
 	} else if _, err := s.StopMeters(); err != nil {
 		return refuse(fmt.Errorf("exec: journal: %w", err))
+	}
+	if rr != nil {
+		if err := rr.finish(res, receiptID, key); err != nil {
+			return refuse(fmt.Errorf("exec: --record: %w", err))
+		}
 	}
 	switch {
 	case res.ExitCode != 0:
@@ -478,19 +539,19 @@ func execUnit(argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env
 
 // writeExecReceipt seals the session: the exec unit document is the
 // unit of work, the journal's last entry (when there is one) its root.
-func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env canon.ID) error {
+func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env canon.ID) (canon.ID, error) {
 	unit, err := execUnit(argv, res, img, env)
 	if err != nil {
-		return err
+		return canon.ID{}, err
 	}
 	sealed, err := s.Seal(k, session.SealInput{Unit: canon.Sum(unit), Exit: int64(res.ExitCode)})
 	if err != nil {
-		return err
+		return canon.ID{}, err
 	}
 	if err := writeNew(file+".unit.json", unit); err != nil {
-		return err
+		return canon.ID{}, err
 	}
-	return writeNew(file, sealed.Receipt)
+	return sealed.ID, writeNew(file, sealed.Receipt)
 }
 
 // receiptOutsideWritable refuses a receipt whose directory lies beneath

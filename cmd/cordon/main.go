@@ -42,6 +42,8 @@ func verbs() []verb {
 		{"grant", "check|covers|id|default|preset|policy|mint …", "decide, attenuate, address grant sets; presets; standing grants", runGrant},
 		{"tier", "[--offers S0,…] [--json] GRANTS.json", "the isolation tier a grant set requires", runTier},
 		{"exec", "[flags] -- PROGRAM [ARG…]", "run a command in the sandbox, with a receipt", runExec},
+		{"freeze", "[--state DIR] [--json] RUN", "freeze a running 'cordon exec --record' command", runFreezeVerb("freeze")},
+		{"thaw", "[--state DIR] [--json] RUN", "thaw a frozen 'cordon exec --record' command", runFreezeVerb("thaw")},
 		{"run", "[flags] MANIFEST.json", "run an agent: a model through granted tools, recorded", runRun},
 		{"mail", "[--reply TEXT|-] WORKSPACE", "read an agent's messages, or reply to it", runMail},
 		{"amend", "--key ISSUER.pem --grants NEW.json [--budget NAME=N] WORKSPACE", "tighten a live run's grants or budgets, as its issuer", runAmend},
