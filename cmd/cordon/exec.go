@@ -20,6 +20,7 @@ import (
 	"github.com/cordon-dev/cordon/energy"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/internal/phase"
@@ -270,7 +271,7 @@ func runExec(e *env, args []string) error {
 	}
 	var (
 		pooled   session.Sandbox
-		poolNote func() string
+		poolNote *poolView
 	)
 	if *usePool {
 		if pooled, poolNote, err = newPoolSandbox(state, rec, *poolCold, func(msg string) { fmt.Fprintln(e.stderr, "cordon: note: exec: "+msg) }); err != nil {
@@ -345,8 +346,8 @@ func runExec(e *env, args []string) error {
 	case res.OutputsErr != nil:
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
 	}
-	if *stats && poolNote != nil && poolNote() != "" {
-		fmt.Fprintln(e.stderr, "cordon: pool: "+poolNote())
+	if *stats && poolNote != nil && poolNote.note() != "" {
+		fmt.Fprintln(e.stderr, "cordon: pool: "+poolNote.note())
 	}
 	if *stats && *asJSON {
 		if err := writeExecStats(e.stderr, res, gs, out.Egress); err != nil {
@@ -370,7 +371,11 @@ func runExec(e *env, args []string) error {
 		if renv != nil {
 			envID = renv.ID
 		}
-		if receiptID, err = writeExecReceipt(s, key, *receiptFile, argv, res, img, envID); err != nil {
+		charges, err := poolNote.charges()
+		if err != nil {
+			return refuse(fmt.Errorf("exec: receipt: %w", err))
+		}
+		if receiptID, err = writeExecReceipt(s, key, *receiptFile, argv, res, img, envID, charges); err != nil {
 			return refuse(fmt.Errorf("exec: receipt: %w", err))
 		}
 	} else if _, err := s.StopMeters(); err != nil {
@@ -539,12 +544,12 @@ func execUnit(argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env
 
 // writeExecReceipt seals the session: the exec unit document is the
 // unit of work, the journal's last entry (when there is one) its root.
-func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env canon.ID) (canon.ID, error) {
+func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env canon.ID, charges []receipt.Device) (canon.ID, error) {
 	unit, err := execUnit(argv, res, img, env)
 	if err != nil {
 		return canon.ID{}, err
 	}
-	sealed, err := s.Seal(k, session.SealInput{Unit: canon.Sum(unit), Exit: int64(res.ExitCode)})
+	sealed, err := s.Seal(k, session.SealInput{Unit: canon.Sum(unit), Exit: int64(res.ExitCode), Charges: charges})
 	if err != nil {
 		return canon.ID{}, err
 	}
@@ -552,6 +557,30 @@ func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv 
 		return canon.ID{}, err
 	}
 	return sealed.ID, writeNew(file, sealed.Receipt)
+}
+
+// poolView is what `cordon exec --pool` learns of its claim: the --stats
+// note, and the slot's idle charge.
+type poolView struct {
+	note func() string
+	idle func() (uj uint64, provenance string, ok bool)
+}
+
+// charges are the receipt's records of the claim: the slot's idle
+// energy as a pool-idle record (docs/SPEC.md §12.4), the figure of the
+// journal's pool.claim entry; none without a claim (a cold run).
+func (p *poolView) charges() ([]receipt.Device, error) {
+	if p == nil {
+		return nil, nil
+	}
+	uj, prov, ok := p.idle()
+	if !ok {
+		return nil, nil
+	}
+	if prov != receipt.Estimator {
+		return nil, fmt.Errorf("the pool's idle charge has provenance %q; a receipt takes only an Estimator's here", prov)
+	}
+	return []receipt.Device{{Class: receipt.PoolIdleClass, Provenance: receipt.Estimator, EstimatedUJ: uj}}, nil
 }
 
 // receiptOutsideWritable refuses a receipt whose directory lies beneath

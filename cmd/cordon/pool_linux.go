@@ -846,14 +846,22 @@ func waitCopied(wg *sync.WaitGroup, d time.Duration) {
 
 // newPoolSandbox is the session.Sandbox of `cordon exec --pool`, and
 // what reports the last claim's charge.
-func newPoolSandbox(state string, rec *session.Recorder, fallback bool, note func(string)) (session.Sandbox, func() string, error) {
+func newPoolSandbox(state string, rec *session.Recorder, fallback bool, note func(string)) (session.Sandbox, *poolView, error) {
 	ps := &poolSandbox{state: state, rec: rec, fallback: fallback, note: note}
-	return ps, func() string {
-		if ps.charge == nil {
-			return ""
-		}
-		ch := ps.charge
-		return fmt.Sprintf("slot %s, idle energy %d µJ (%s, %.1f ms parked)", ch.Slot, ch.IdleUJ, ch.Provenance, float64(ch.ParkedNS)/1e6)
+	return ps, &poolView{
+		note: func() string {
+			if ps.charge == nil {
+				return ""
+			}
+			ch := ps.charge
+			return fmt.Sprintf("slot %s, idle energy %d µJ (%s, %.1f ms parked)", ch.Slot, ch.IdleUJ, ch.Provenance, float64(ch.ParkedNS)/1e6)
+		},
+		idle: func() (uint64, string, bool) {
+			if ps.charge == nil {
+				return 0, "", false
+			}
+			return ps.charge.IdleUJ, ps.charge.Provenance, true
+		},
 	}, nil
 }
 
