@@ -171,8 +171,9 @@ func runExec(e *env, args []string) error {
 		return &usageError{msg: "exec: --pool-fallback-cold needs --pool"}
 	}
 	if *usePool && *receiptFile != "" && *journalFile == "" {
-		// The slot's idle energy is a pool.claim journal entry: the
-		// receipt shows it through its journal root.
+		// The slot's idle energy is a pool.claim journal entry and the
+		// receipt's pool-idle record: the verifier checks one against the
+		// other (docs/SPEC.md §12.4).
 		return &usageError{msg: "exec: --pool with --receipt needs --journal", hint: "the journal's pool.claim entry records the idle energy the run is charged with"}
 	}
 	phase.Add("exec: flags and grants")

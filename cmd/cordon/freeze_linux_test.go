@@ -282,6 +282,13 @@ func TestFreezeRefusals(t *testing.T) {
 		t.Errorf("thaw of a malformed id: exit %d, %s", code, errb.String())
 	}
 
+	// A pooled run runs in the pool's process: it cannot be recorded or
+	// frozen by this one.
+	errb.Reset()
+	if code := run([]string{"exec", "--pool", "--record", filepath.Join(t.TempDir(), "r"), "--", "true"}, nil, io.Discard, &errb); code != 2 || !strings.Contains(errb.String(), "--record with --pool") {
+		t.Errorf("exec --record --pool: exit %d, %s; want a usage error", code, errb.String())
+	}
+
 	fx := startRecorded(t)
 	// Open the way for uid 65534, as a careless operator might: the
 	// server still checks the peer.
