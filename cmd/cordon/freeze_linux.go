@@ -60,7 +60,7 @@ func (r *execRecorder) serve(state string) (stop func(), err error) {
 func (r *execRecorder) handle(c *net.UnixConn) {
 	defer c.Close()
 	enc := json.NewEncoder(c)
-	if err := peerAllowed(c); err != nil {
+	if err := peerAllowedTo(c, "freeze or thaw run "+r.runID); err != nil {
 		_ = enc.Encode(freezeReply{Run: r.runID, Error: "refused: " + err.Error()})
 		return
 	}

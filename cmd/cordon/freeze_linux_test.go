@@ -308,7 +308,7 @@ except BrokenPipeError: pass  # the server answers a refused peer at once
 print(s.makefile().readline(), end="")`, sock)
 	cl.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	got, err := cl.CombinedOutput()
-	if err != nil || !strings.Contains(string(got), "refused: uid 65534 may not") {
+	if err != nil || !strings.Contains(string(got), "refused: uid 65534 may not freeze or thaw run "+fx.id) {
 		t.Errorf("freeze by uid 65534: %q, %v; want refused", got, err)
 	}
 	// Not frozen: a thaw says so, and a freeze by root works.

@@ -337,13 +337,17 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 }
 
 // peerAllowed checks the connection's peer: the server's own uid or root.
-func peerAllowed(c *net.UnixConn) error {
+func peerAllowed(c *net.UnixConn) error { return peerAllowedTo(c, "use the pool") }
+
+// peerAllowedTo is peerAllowed; what the peer may not do names the
+// server in the refusal.
+func peerAllowedTo(c *net.UnixConn, what string) error {
 	cred, err := peerCred(c)
 	if err != nil {
 		return err
 	}
 	if !trustedUID(cred.Uid) {
-		return fmt.Errorf("uid %d may not use the pool of uid %d", cred.Uid, os.Geteuid())
+		return fmt.Errorf("uid %d may not %s of uid %d", cred.Uid, what, os.Geteuid())
 	}
 	return nil
 }

@@ -46,6 +46,13 @@
 // group's processes from forking, and their PIDs from being reused, while
 // it signals them; v2 needs cgroup.kill (Linux 5.14).
 //
+// # Freezing
+//
+// Freeze and Thaw stop and restart every process of a group with the
+// cgroup freezer (v1 freezer.state, v2 cgroup.freeze), waiting at most
+// FreezeTimeout for the kernel to report it done; sandbox.Control uses
+// them to freeze a running command.
+//
 // # Directories
 //
 // A process removes only cgroup directories it created: a group's own by
