@@ -323,3 +323,57 @@ print(s.makefile().readline(), end="")`, sock)
 		t.Errorf("freeze through a socket of uid 65534: exit %d, %s", code, errs)
 	}
 }
+
+// TestExecRecordUnfrozen: a recorded run never frozen is execute, close,
+// naming its receipt, and verifies against its signed head; a program
+// that never started leaves no record; --key needs --receipt or --record;
+// an existing record is never written over.
+func TestExecRecordUnfrozen(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	key := filepath.Join(dir, "key.pem")
+	if code := run([]string{"keygen", "--out", key}, nil, io.Discard, io.Discard); code != 0 {
+		t.Fatal("keygen")
+	}
+	rec, rcpt := filepath.Join(dir, "r.record"), filepath.Join(dir, "r.jcr")
+	var errb bytes.Buffer
+	if code := run([]string{"exec", "--state", state, "--record", rec, "--receipt", rcpt, "--key", key, "--", "true"}, nil, io.Discard, &errb); code != 0 {
+		t.Fatalf("exec --record: exit %d: %s", code, errb.String())
+	}
+	if got := strings.Join(recordKinds(t, rec), ","); got != "execute,close" {
+		t.Errorf("record kinds %s, want execute,close", got)
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"receipt":"b3:`) {
+		t.Errorf("the execute names no receipt: %s", b)
+	}
+	var pub bytes.Buffer
+	run([]string{"pubkey", key}, nil, &pub, io.Discard)
+	pubFile := filepath.Join(dir, "pub.pem")
+	if err := os.WriteFile(pubFile, pub.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if code := run([]string{"verify", "record", "--signed-head", rec + ".head", "--pubkey", pubFile, rec}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "state=closed") {
+		t.Errorf("verify record: exit %d: %s %s", code, out.String(), errb.String())
+	}
+	// Written over: refused.
+	errb.Reset()
+	if code := run([]string{"exec", "--state", state, "--record", rec, "--", "true"}, nil, io.Discard, &errb); code != 125 || !strings.Contains(errb.String(), "never written over") {
+		t.Errorf("exec --record over a record: exit %d: %s", code, errb.String())
+	}
+	// Never started: no record.
+	gone := filepath.Join(dir, "gone.record")
+	if code := run([]string{"exec", "--state", state, "--record", gone, "--", "no-such-program-xyz"}, nil, io.Discard, io.Discard); code == 0 {
+		t.Error("a missing program ran")
+	}
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Errorf("a program that never started left a record: %v", err)
+	}
+	errb.Reset()
+	if code := run([]string{"exec", "--key", key, "--", "true"}, nil, io.Discard, &errb); code != 2 || !strings.Contains(errb.String(), "--key given without --receipt or --record") {
+		t.Errorf("exec --key alone: exit %d: %s", code, errb.String())
+	}
+}
