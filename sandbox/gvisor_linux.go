@@ -339,6 +339,9 @@ func checkGVisor(gs *grant.Set) error {
 
 // runGVisor is Run at S4.
 func runGVisor(ctx context.Context, s *Spec) (res *Result, err error) {
+	if s.Control != nil {
+		return nil, refusedf("an S4 run cannot be frozen (gVisor has no cgroup of the run's here): run it at S2 or S3, or without a Control")
+	}
 	if err := s.check(); err != nil {
 		return nil, err
 	}

@@ -47,11 +47,13 @@ type Sandbox struct {
 	img      *imageRoot    // the image runtime (image_linux.go); nil: the host's
 	ctl      *os.File      // parent → init: 'g', then EOF (protocol.go)
 	msgs     <-chan initMessage
-	deadline *time.Timer // the wall-clock limit
-	work     *os.File    // the sandbox's /work, through init's root
-	ws       *os.File    // the host workspace, or nil
-	stdin    *stdinRelay // relays Spec.Stdin when it is a file, or nil
-	fs       *fsPlan     // the fs grants' plan, or nil without fs rules
+	deadline *time.Timer   // the wall-clock limit
+	wallEnds time.Time     // when deadline fires, unless a freeze paused it (control_linux.go)
+	wallLeft time.Duration // while frozen: what was left of the wall-clock limit
+	work     *os.File      // the sandbox's /work, through init's root
+	ws       *os.File      // the host workspace, or nil
+	stdin    *stdinRelay   // relays Spec.Stdin when it is a file, or nil
+	fs       *fsPlan       // the fs grants' plan, or nil without fs rules
 	res      *Result
 	// A prepared sandbox's (Prepare): the fs plan its program is decided
 	// in, init's standard streams (the parent's ends), the launch line
@@ -555,7 +557,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 		sb.goSent = true
 	}
 
-	sb.deadline = time.NewTimer(s.Limits.Wall)
+	sb.deadline, sb.wallEnds = time.NewTimer(s.Limits.Wall), time.Now().Add(s.Limits.Wall)
 	cu.Add(func() { sb.deadline.Stop() })
 	if _, err := sb.next(); err != nil { // ready
 		return err
@@ -705,6 +707,18 @@ func (sb *Sandbox) Start() error {
 		}
 	}
 	sb.state = stateStarted
+	if s.Control != nil {
+		s.Control.attach(sb) // control_linux.go
+		sb.cu.Add(func() {
+			// Destroyed while frozen: the frozen processes die of
+			// SIGKILL only once thawed, and killing init waits for them
+			// (the end of its PID namespace), so the cgroup is killed
+			// first (Kill thaws what it has signalled).
+			if s.Control.detach() && sb.cg != nil {
+				_ = sb.cg.Kill()
+			}
+		})
+	}
 	return nil
 }
 
@@ -728,6 +742,15 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	sb.state = stateDone
 	s, res := sb.spec, sb.res
 	m, err := sb.next()
+	if s.Control != nil {
+		s.Control.detach() // the program has ended, or is about to be killed
+		if err != nil && !errors.Is(err, errTimeout) && sb.cg != nil {
+			// A frozen run's processes die of SIGKILL only once thawed,
+			// and init's PID namespace ends only when they have: kill
+			// the cgroup first (Kill thaws what it has signalled).
+			_ = sb.cg.Kill()
+		}
+	}
 	res.End = time.Now()
 	phase.Add("wait: exit status")
 	for _, pm := range m.Phases {

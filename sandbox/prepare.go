@@ -39,6 +39,8 @@ func (s *Spec) preparedFields() string {
 		return "Stdin, Stdout or Stderr"
 	case s.Decided != nil || s.Mounted != nil:
 		return "Decided or Mounted"
+	case s.Control != nil:
+		return "Control (a pooled run cannot be frozen)"
 	}
 	return ""
 }

@@ -282,6 +282,7 @@ func (p *Prepared) Start(ctx context.Context, l *Launch) error {
 		wall = l.Wall
 	}
 	sb.deadline.Reset(wall)
+	sb.wallEnds = time.Now().Add(wall)
 	sb.state = stateCreated
 	return sb.Start()
 }

@@ -224,6 +224,9 @@ type Spec struct {
 	// Image, if not nil, is the run's runtime in place of the host's
 	// (image.go); S2 and S3 only.
 	Image *ImageRuntime
+	// Control, if not nil, can freeze and thaw the running program
+	// (control.go); S2 and S3 with a cgroup only, and never a pooled run.
+	Control *Control
 
 	// goEarly is set by Run only, when Start has nothing to stage (no
 	// workspace): Create then tells init to go with its configuration,

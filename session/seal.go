@@ -2,7 +2,10 @@ package session
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cordon-dev/cordon/evidence/attest"
@@ -29,6 +32,11 @@ type SealInput struct {
 	// Kernel, if not "", replaces this host's kernel in the attestation
 	// (the demo's synthetic evidence says so there).
 	Kernel string
+	// Charges are energy records the run is charged with beyond what
+	// the session metered: the idle energy of the warm pool slot it
+	// started in (receipt.PoolIdleClass). Each class must be one the
+	// meters do not record.
+	Charges []receipt.Device
 }
 
 // Sealed is a session's evidence.
@@ -81,10 +89,18 @@ func (s *Session) Seal(k *sign.PrivateKey, in SealInput) (*Sealed, error) {
 		root = s.rec.Head().ID.String()
 	}
 	end := time.Now()
+	devices := slices.Clone(e.Devices)
+	for _, d := range in.Charges {
+		if slices.ContainsFunc(devices, func(m receipt.Device) bool { return m.Class == d.Class }) {
+			return nil, fmt.Errorf("session: a charge of class %q, which the meters record already", d.Class)
+		}
+		devices = append(devices, d)
+	}
+	slices.SortFunc(devices, func(a, b receipt.Device) int { return strings.Compare(a.Class, b.Class) })
 	rc := &receipt.Core{
 		Type: receipt.Type, Unit: in.Unit.String(), Grants: s.cfg.Grants.ID().String(), Tier: t.String(),
 		StartNS: uint64(s.opened.UnixNano()), EndNS: uint64(end.UnixNano()), Exit: in.Exit, Outputs: outs,
-		Devices: e.Devices, JournalRoot: root,
+		Devices: devices, JournalRoot: root,
 	}
 	rc.Finish()
 	env, id, err := receipt.Seal(k, rc)

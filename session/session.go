@@ -250,6 +250,9 @@ type Command struct {
 	// Image, if not nil, is the command's runtime in place of the
 	// host's: see sandbox.Spec.Image.
 	Image *sandbox.ImageRuntime
+	// Control, if not nil, can freeze and thaw the command while it
+	// runs: see sandbox.Spec.Control.
+	Control *sandbox.Control
 	// EgressPolicy, if not nil, decides the command's egress in place of
 	// an Enforcer of its grant set; the caller builds it from that grant
 	// set and may tighten it while the command runs (an amendment, docs/SPEC.md
@@ -334,7 +337,7 @@ func (s *Session) Exec(ctx context.Context, c Command) (*Outcome, error) {
 	spec := &sandbox.Spec{
 		Argv: c.Argv, Grants: gs, Tier: t, Tenant: tenant, StateDir: s.cfg.StateDir, Workspace: s.cfg.Workspace,
 		Inputs: c.Inputs, Outputs: c.Outputs, OutputsOptional: c.OutputsOptional, Env: c.Env, Limits: limits,
-		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Image: c.Image,
+		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr, Image: c.Image, Control: c.Control,
 		Decided: func(d grant.Decision) error {
 			_, err := s.rec.Record(entry.Decision{Record: d.Record()})
 			return err

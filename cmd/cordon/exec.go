@@ -20,6 +20,7 @@ import (
 	"github.com/cordon-dev/cordon/energy"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/internal/phase"
@@ -77,6 +78,7 @@ func runExec(e *env, args []string) error {
 	envPub := fs.String("env-pubkey", "", "the public key (PEM) a signed --env manifest must verify under")
 	usePool := fs.Bool("pool", false, "claim a warm slot from the resident pool ('cordon pool serve'); without one the run is refused")
 	poolCold := fs.Bool("pool-fallback-cold", false, "with --pool: start cold when no resident pool, or no matching slot, is there")
+	recordFile := fs.String("record", "", "write the run's durable record here (execute, suspend, resume, …, close; docs/SPEC.md §9.5), with its head signed beside it (FILE.head) when a key is given; 'cordon freeze RUN' and 'cordon thaw RUN' freeze and thaw the run")
 	imageRef := fs.String("image", "", "run on this OCI image's runtime instead of the host's: an OCI layout directory (DIR or DIR@sha256:…) or a docker save tarball, unpacked into the state directory's cache")
 	fs.SetOutput(discard{})
 	if err := fs.Parse(args); err != nil {
@@ -136,8 +138,28 @@ func runExec(e *env, args []string) error {
 		if err := receiptOutsideWritable(gs, *receiptFile); err != nil {
 			return refuse(fmt.Errorf("exec: --receipt: %w", err))
 		}
-	} else if *keyFile != "" {
-		return &usageError{msg: "exec: --key given without --receipt"}
+	} else if *keyFile != "" && *recordFile == "" {
+		return &usageError{msg: "exec: --key given without --receipt or --record"}
+	}
+	if *recordFile != "" {
+		if *usePool {
+			return &usageError{msg: "exec: --record with --pool", hint: "a pooled run runs in the resident pool's process, which cannot freeze it for this one: drop --pool to record and freeze the run"}
+		}
+		if key == nil {
+			k, err := stewardKey(*keyFile)
+			if err != nil {
+				return refuse(fmt.Errorf("exec: %w", err))
+			}
+			key = k // nil: the record's head is not signed
+		}
+		for _, f := range []string{*recordFile, *recordFile + ".head"} {
+			if _, err := os.Lstat(f); err == nil {
+				return refuse(fmt.Errorf("exec: --record: %s exists; a record is never written over", f))
+			}
+		}
+		if err := receiptOutsideWritable(gs, *recordFile); err != nil {
+			return refuse(fmt.Errorf("exec: --record: %w", err))
+		}
 	}
 	if *receiptFile != "" && *powercap != energy.DefaultPowercap && *journalFile == "" {
 		// The receipt does not say which tree metered it; the journal's
@@ -149,8 +171,9 @@ func runExec(e *env, args []string) error {
 		return &usageError{msg: "exec: --pool-fallback-cold needs --pool"}
 	}
 	if *usePool && *receiptFile != "" && *journalFile == "" {
-		// The slot's idle energy is a pool.claim journal entry: the
-		// receipt shows it through its journal root.
+		// The slot's idle energy is a pool.claim journal entry and the
+		// receipt's pool-idle record: the verifier checks one against the
+		// other (docs/SPEC.md §12.4).
 		return &usageError{msg: "exec: --pool with --receipt needs --journal", hint: "the journal's pool.claim entry records the idle energy the run is charged with"}
 	}
 	phase.Add("exec: flags and grants")
@@ -223,8 +246,33 @@ func runExec(e *env, args []string) error {
 		}
 	}()
 	var (
+		ctl *sandbox.Control
+		rr  *execRecorder
+	)
+	if *recordFile != "" {
+		envID := execRuntime(img)
+		if renv != nil {
+			envID = renv.ID
+		}
+		ctl = sandbox.NewControl()
+		if rr, err = newExecRecorder(*recordFile, execManifest(argv, ins, outs), gs.ID(), envID, limits, ctl, cancel); err != nil {
+			return refuse(fmt.Errorf("exec: --record: %w", err))
+		}
+		defer func() { // every path that does not finish the record below
+			if err := rr.finish(nil, canon.ID{}, key); err != nil {
+				fmt.Fprintf(e.stderr, "cordon: error: exec: --record: %s\n", oneLine(err.Error()))
+			}
+		}()
+		stop, err := rr.serve(state)
+		if err != nil {
+			return refuse(fmt.Errorf("exec: --record: %w", err))
+		}
+		defer stop()
+		fmt.Fprintf(e.stderr, "cordon: note: exec: run %s: freeze it with 'cordon freeze %s', thaw it with 'cordon thaw %s'\n", rr.runID, rr.runID, rr.runID)
+	}
+	var (
 		pooled   session.Sandbox
-		poolNote func() string
+		poolNote *poolView
 	)
 	if *usePool {
 		if pooled, poolNote, err = newPoolSandbox(state, rec, *poolCold, func(msg string) { fmt.Fprintln(e.stderr, "cordon: note: exec: "+msg) }); err != nil {
@@ -249,8 +297,17 @@ func runExec(e *env, args []string) error {
 	}
 	out, err := s.Exec(ctx, session.Command{
 		Argv: argv, Inputs: ins, Outputs: outs, Env: vars, Wall: limits.Wall,
-		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Image: img,
+		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Image: img, Control: ctl,
 	})
+	if rr != nil {
+		rr.mu.Lock()
+		refused := rr.refused
+		rr.mu.Unlock()
+		if refused != nil {
+			_, _ = s.StopMeters()
+			return refuse(fmt.Errorf("exec: %w; the run was killed", refused))
+		}
+	}
 	if sig, ok := caught.Load().(os.Signal); ok {
 		code := 130
 		if sig == syscall.SIGTERM {
@@ -290,8 +347,8 @@ func runExec(e *env, args []string) error {
 	case res.OutputsErr != nil:
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
 	}
-	if *stats && poolNote != nil && poolNote() != "" {
-		fmt.Fprintln(e.stderr, "cordon: pool: "+poolNote())
+	if *stats && poolNote != nil && poolNote.note() != "" {
+		fmt.Fprintln(e.stderr, "cordon: pool: "+poolNote.note())
 	}
 	if *stats && *asJSON {
 		if err := writeExecStats(e.stderr, res, gs, out.Egress); err != nil {
@@ -309,16 +366,26 @@ func runExec(e *env, args []string) error {
 			fmt.Fprintln(e.stderr)
 		}
 	}
-	if key != nil {
+	var receiptID canon.ID
+	if *receiptFile != "" {
 		var envID canon.ID
 		if renv != nil {
 			envID = renv.ID
 		}
-		if err := writeExecReceipt(s, key, *receiptFile, argv, res, img, envID); err != nil {
+		charges, err := poolNote.charges()
+		if err != nil {
+			return refuse(fmt.Errorf("exec: receipt: %w", err))
+		}
+		if receiptID, err = writeExecReceipt(s, key, *receiptFile, argv, res, img, envID, charges); err != nil {
 			return refuse(fmt.Errorf("exec: receipt: %w", err))
 		}
 	} else if _, err := s.StopMeters(); err != nil {
 		return refuse(fmt.Errorf("exec: journal: %w", err))
+	}
+	if rr != nil {
+		if err := rr.finish(res, receiptID, key); err != nil {
+			return refuse(fmt.Errorf("exec: --record: %w", err))
+		}
 	}
 	switch {
 	case res.ExitCode != 0:
@@ -478,19 +545,43 @@ func execUnit(argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env
 
 // writeExecReceipt seals the session: the exec unit document is the
 // unit of work, the journal's last entry (when there is one) its root.
-func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env canon.ID) error {
+func writeExecReceipt(s *session.Session, k *sign.PrivateKey, file string, argv []string, res *sandbox.Result, img *sandbox.ImageRuntime, env canon.ID, charges []receipt.Device) (canon.ID, error) {
 	unit, err := execUnit(argv, res, img, env)
 	if err != nil {
-		return err
+		return canon.ID{}, err
 	}
-	sealed, err := s.Seal(k, session.SealInput{Unit: canon.Sum(unit), Exit: int64(res.ExitCode)})
+	sealed, err := s.Seal(k, session.SealInput{Unit: canon.Sum(unit), Exit: int64(res.ExitCode), Charges: charges})
 	if err != nil {
-		return err
+		return canon.ID{}, err
 	}
 	if err := writeNew(file+".unit.json", unit); err != nil {
-		return err
+		return canon.ID{}, err
 	}
-	return writeNew(file, sealed.Receipt)
+	return sealed.ID, writeNew(file, sealed.Receipt)
+}
+
+// poolView is what `cordon exec --pool` learns of its claim: the --stats
+// note, and the slot's idle charge.
+type poolView struct {
+	note func() string
+	idle func() (uj uint64, provenance string, ok bool)
+}
+
+// charges are the receipt's records of the claim: the slot's idle
+// energy as a pool-idle record (docs/SPEC.md §12.4), the figure of the
+// journal's pool.claim entry; none without a claim (a cold run).
+func (p *poolView) charges() ([]receipt.Device, error) {
+	if p == nil {
+		return nil, nil
+	}
+	uj, prov, ok := p.idle()
+	if !ok {
+		return nil, nil
+	}
+	if prov != receipt.Estimator {
+		return nil, fmt.Errorf("the pool's idle charge has provenance %q; a receipt takes only an Estimator's here", prov)
+	}
+	return []receipt.Device{{Class: receipt.PoolIdleClass, Provenance: receipt.Estimator, EstimatedUJ: uj}}, nil
 }
 
 // receiptOutsideWritable refuses a receipt whose directory lies beneath

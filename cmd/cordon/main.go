@@ -54,6 +54,8 @@ func verbs() []verb {
 		{"env", "ingest|verify [flags] FILE", "devcontainer.json to a signed environment manifest", runEnv},
 		{"image", "unpack [--state DIR] [--json] REF", "verify an OCI image and unpack it into the cache", runImage},
 		{"pool", "serve|status|stop [flags]", "keep warm sandboxes ready for 'cordon exec --pool'", runPool},
+		{"freeze", "[--state DIR] [--json] RUN", "freeze a running 'cordon exec --record' command", runFreezeVerb("freeze")},
+		{"thaw", "[--state DIR] [--json] RUN", "thaw a frozen 'cordon exec --record' command", runFreezeVerb("thaw")},
 		{"fleet", "run|verify|prove [flags] …", "run one task over many workspaces; seal and prove a fleet record", runFleet},
 		{"conformance", "[--vectors DIR] [--class C1,…]", "run the conformance vectors", runConformance},
 		{"serve", "[--listen ADDR] [--database DSN]", "serve the control plane: tenants, projects, approval-gated runs", runServe},

@@ -279,11 +279,18 @@ func (pc *poolConns) closeAll() {
 // request: one that sends nothing is closed, not waited for.
 const firstRequestWait = 5 * time.Second
 
-// listenPool listens on the state directory's pool socket: its directory
-// is made 0700 (and must be the caller's and not open to others), a
-// stale socket is removed, and the socket is made 0600.
+// listenPool listens on the state directory's pool socket (listenPrivate).
 func listenPool(state string) (*net.UnixListener, error) {
-	dir := filepath.Dir(poolSocket(state))
+	return listenPrivate(poolSocket(state), "a pool already serves %s: stop it first ('cordon pool stop')")
+}
+
+// listenPrivate listens on the unix socket sock: its directory is made
+// 0700 (and must be the caller's and not open to others), a stale socket
+// is removed (busy, with the socket's name, is the error when something
+// answers there), and the socket is made 0600. The pool's socket and
+// each 'cordon exec --record' control socket are made so.
+func listenPrivate(sock, busy string) (*net.UnixListener, error) {
+	dir := filepath.Dir(sock)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
 	}
@@ -294,10 +301,9 @@ func listenPool(state string) (*net.UnixListener, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
 		return nil, fmt.Errorf("%s must be a directory of uid %d with mode 0700 (it is uid %d, mode %#o): remove it or fix it", dir, os.Geteuid(), st.Uid, st.Mode&0o7777)
 	}
-	sock := poolSocket(state)
 	if c, err := net.Dial("unix", sock); err == nil {
 		c.Close()
-		return nil, fmt.Errorf("a pool already serves %s: stop it first ('cordon pool stop')", sock)
+		return nil, fmt.Errorf(busy, sock)
 	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -331,13 +337,17 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 }
 
 // peerAllowed checks the connection's peer: the server's own uid or root.
-func peerAllowed(c *net.UnixConn) error {
+func peerAllowed(c *net.UnixConn) error { return peerAllowedTo(c, "use the pool") }
+
+// peerAllowedTo is peerAllowed; what the peer may not do names the
+// server in the refusal.
+func peerAllowedTo(c *net.UnixConn, what string) error {
 	cred, err := peerCred(c)
 	if err != nil {
 		return err
 	}
 	if !trustedUID(cred.Uid) {
-		return fmt.Errorf("uid %d may not use the pool of uid %d", cred.Uid, os.Geteuid())
+		return fmt.Errorf("uid %d may not %s of uid %d", cred.Uid, what, os.Geteuid())
 	}
 	return nil
 }
@@ -568,14 +578,23 @@ var errPoolUntrusted = errors.New("untrusted resident pool")
 // takes the answers as its run's result, so nothing is sent before these
 // checks.
 func dialPool(state string) (*net.UnixConn, error) {
-	sock := poolSocket(state)
+	return dialPrivate(poolSocket(state), errPoolUntrusted, "no resident pool at %s: %w", "start one with 'cordon pool serve' (same --state and --grants)")
+}
+
+// dialPrivate connects to the unix socket sock, whose directory and
+// socket must be owned by the caller's euid or root, the directory not
+// writable by group or others, and whose serving process (SO_PEERCRED)
+// must run as the caller's euid or root; untrusted wraps what fails
+// those checks. absent (with the socket and the dial's error) and hint
+// say what to do when nothing serves there.
+func dialPrivate(sock string, untrusted error, absent, hint string) (*net.UnixConn, error) {
 	for _, p := range []string{filepath.Dir(sock), sock} {
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
 			if errors.Is(err, unix.ENOENT) {
-				break // no pool: the dial says so
+				break // nothing there: the dial says so
 			}
-			return nil, fmt.Errorf("the resident pool's %s: %w", p, err)
+			return nil, fmt.Errorf("%s: %w", p, err)
 		}
 		want := uint32(unix.S_IFDIR)
 		if p == sock {
@@ -590,22 +609,22 @@ func dialPool(state string) (*net.UnixConn, error) {
 				what = "a socket of uid %d or root"
 			}
 			return nil, withHint(fmt.Errorf("%w: %s is uid %d, mode %#o: it must be "+what,
-				errPoolUntrusted, p, st.Uid, st.Mode&0o7777, os.Geteuid()),
+				untrusted, p, st.Uid, st.Mode&0o7777, os.Geteuid()),
 				"use a state directory of your own (--state), or remove "+p)
 		}
 	}
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
-		return nil, withHint(fmt.Errorf("no resident pool at %s: %w", sock, err), "start one with 'cordon pool serve' (same --state and --grants)")
+		return nil, withHint(fmt.Errorf(absent, sock, err), hint)
 	}
 	cred, err := peerCred(c)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("%w: the credentials of the process serving %s: %v", errPoolUntrusted, sock, err)
+		return nil, fmt.Errorf("%w: the credentials of the process serving %s: %v", untrusted, sock, err)
 	}
 	if !trustedUID(cred.Uid) {
 		c.Close()
-		return nil, withHint(fmt.Errorf("%w: %s is served by pid %d of uid %d, not uid %d or root", errPoolUntrusted, sock, cred.Pid, cred.Uid, os.Geteuid()),
+		return nil, withHint(fmt.Errorf("%w: %s is served by pid %d of uid %d, not uid %d or root", untrusted, sock, cred.Pid, cred.Uid, os.Geteuid()),
 			"use a state directory of your own (--state)")
 	}
 	return c, nil
@@ -831,14 +850,22 @@ func waitCopied(wg *sync.WaitGroup, d time.Duration) {
 
 // newPoolSandbox is the session.Sandbox of `cordon exec --pool`, and
 // what reports the last claim's charge.
-func newPoolSandbox(state string, rec *session.Recorder, fallback bool, note func(string)) (session.Sandbox, func() string, error) {
+func newPoolSandbox(state string, rec *session.Recorder, fallback bool, note func(string)) (session.Sandbox, *poolView, error) {
 	ps := &poolSandbox{state: state, rec: rec, fallback: fallback, note: note}
-	return ps, func() string {
-		if ps.charge == nil {
-			return ""
-		}
-		ch := ps.charge
-		return fmt.Sprintf("slot %s, idle energy %d µJ (%s, %.1f ms parked)", ch.Slot, ch.IdleUJ, ch.Provenance, float64(ch.ParkedNS)/1e6)
+	return ps, &poolView{
+		note: func() string {
+			if ps.charge == nil {
+				return ""
+			}
+			ch := ps.charge
+			return fmt.Sprintf("slot %s, idle energy %d µJ (%s, %.1f ms parked)", ch.Slot, ch.IdleUJ, ch.Provenance, float64(ch.ParkedNS)/1e6)
+		},
+		idle: func() (uint64, string, bool) {
+			if ps.charge == nil {
+				return 0, "", false
+			}
+			return ps.charge.IdleUJ, ps.charge.Provenance, true
+		},
 	}, nil
 }
 

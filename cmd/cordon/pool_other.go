@@ -15,6 +15,6 @@ func runPool(*env, []string) error {
 	return &refusal{code: sandbox.ExitRefused, err: errPoolLinux}
 }
 
-func newPoolSandbox(string, *session.Recorder, bool, func(string)) (session.Sandbox, func() string, error) {
+func newPoolSandbox(string, *session.Recorder, bool, func(string)) (session.Sandbox, *poolView, error) {
 	return nil, nil, errPoolLinux
 }

@@ -247,7 +247,10 @@ func checkReceiptJournal(rc *receipt.Core, entries []journal.Entry) error {
 	if len(entries) == 0 || entries[len(entries)-1].ID().String() != rc.JournalRoot {
 		return fmt.Errorf("%w: the journal does not end at the receipt's journal_root %s", journal.ErrTruncated, rc.JournalRoot)
 	}
-	return rc.CheckUsed(receipt.UsedClasses(entries))
+	if err := rc.CheckUsed(receipt.UsedClasses(entries)); err != nil {
+		return err
+	}
+	return rc.CheckPoolIdle(entries)
 }
 
 func runJournal(e *env, args []string) error {

@@ -431,3 +431,71 @@ func UsedClasses(entries []journal.Entry) []string {
 	slices.Sort(out)
 	return out
 }
+
+// PoolIdleClass is the class of the record that charges a run with the
+// idle energy of the warm pool slot it started in (docs/SPEC.md §12.4):
+// provenance Estimator, estimated_uj the charge, busy_ns 0. It is summed
+// into the total as every record is; being an estimate, a receipt that
+// carries it has no total.measured_uj.
+const PoolIdleClass = "pool-idle"
+
+// ErrIdle: a receipt's pool-idle record and its journal's pool.claim
+// entries disagree.
+var ErrIdle = errors.New("receipt: the pool idle record does not match the journal's pool.claim entries")
+
+// CheckPoolIdle checks the receipt's pool-idle record against the
+// journal's pool.claim entries: with no claim there is no record; with
+// claims, the record's estimated_uj is the sum of their idle_uj, every
+// claim's idle_provenance is the record's provenance, and the record
+// carries no busy time.
+func (c *Core) CheckPoolIdle(entries []journal.Entry) error {
+	var (
+		claims int
+		sum    uint64
+		provs  []string
+	)
+	for _, e := range entries {
+		if e.Type != "pool.claim" {
+			continue
+		}
+		body := e.Body()
+		uj, _ := body.Get("idle_uj")
+		prov, _ := body.Get("idle_provenance")
+		if uj.Kind() != canon.KindInt || uj.Int() <= 0 {
+			return fmt.Errorf("%w: pool.claim entry %d: idle_uj is not a positive integer", ErrIdle, e.Index)
+		}
+		var carry uint64
+		sum, carry = bits.Add64(sum, uint64(uj.Int()), 0)
+		if carry != 0 {
+			return fmt.Errorf("%w: the claims' idle energy overflows", ErrIdle)
+		}
+		provs = append(provs, prov.Str())
+		claims++
+	}
+	var rec *Device
+	for i := range c.Devices {
+		if c.Devices[i].Class == PoolIdleClass {
+			rec = &c.Devices[i]
+		}
+	}
+	switch {
+	case claims == 0 && rec == nil:
+		return nil
+	case claims == 0:
+		return fmt.Errorf("%w: the receipt charges %d µJ of pool idle energy, but the journal records no pool.claim", ErrIdle, rec.EstimatedUJ)
+	case rec == nil:
+		return fmt.Errorf("%w: the journal records %d pool.claim entries (%d µJ idle) but the receipt has no %s record", ErrIdle, claims, sum, PoolIdleClass)
+	}
+	if rec.EstimatedUJ != sum {
+		return fmt.Errorf("%w: the receipt's %s record is %d µJ, the journal's claims sum to %d µJ", ErrIdle, PoolIdleClass, rec.EstimatedUJ, sum)
+	}
+	if rec.BusyNS != 0 {
+		return fmt.Errorf("%w: the %s record carries busy_ns %d: idle energy has no busy time", ErrIdle, PoolIdleClass, rec.BusyNS)
+	}
+	for _, p := range provs {
+		if p != rec.Provenance {
+			return fmt.Errorf("%w: a pool.claim's idle_provenance is %q, the record's %q", ErrIdle, p, rec.Provenance)
+		}
+	}
+	return nil
+}

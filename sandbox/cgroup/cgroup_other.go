@@ -29,3 +29,8 @@ func (g *Group) remove() error                   { return unsupported() }
 func (c Config) dirs(string) ([]string, error) { return nil, unsupported() }
 func idle(string) (bool, error)                { return false, unsupported() }
 func removeIdle(string) error                  { return unsupported() }
+
+func (g *Group) freeze() error         { return unsupported() }
+func (g *Group) thaw() error           { return unsupported() }
+func (g *Group) frozen() (bool, error) { return false, unsupported() }
+func (g *Group) procs() ([]int, error) { return nil, unsupported() }

@@ -31,6 +31,7 @@ type fakeV2 struct {
 	mu     sync.Mutex
 	writes []string                     // guarded by mu: "relpath=value" in order
 	reject func(file, data string) bool // guarded by mu: a write to refuse with EINVAL
+	stuck  bool                         // guarded by mu: cgroup.freeze never reports frozen
 }
 
 // newFakeV2 makes a root cgroup offering the given controllers.
@@ -76,6 +77,7 @@ func (f *fakeV2) mkdir(dir string) error {
 		"cgroup.events":          "populated 0\nfrozen 0\n",
 		"cgroup.type":            "domain\n",
 		"cgroup.kill":            "",
+		"cgroup.freeze":          "0\n",
 		"cpu.stat":               "usage_usec 0\nuser_usec 0\nsystem_usec 0\n",
 	}
 	if slices.Contains(enabled, "memory") {
@@ -148,6 +150,16 @@ func (f *fakeV2) write(file, data string) error {
 		f.put(dir, name, strings.Join(set, " ")+"\n")
 	case "cgroup.procs":
 		f.movePID(data, dir)
+	case "cgroup.freeze":
+		// cgroup-v2.rst: cgroup.events' frozen follows once every task
+		// has stopped (a stuck fake never gets there).
+		f.put(dir, name, data+"\n")
+		if data == "0" || !f.stuck {
+			ev := f.get(dir, "cgroup.events")
+			ev = strings.Replace(ev, "frozen 0", "frozen "+data, 1)
+			ev = strings.Replace(ev, "frozen 1", "frozen "+data, 1)
+			f.put(dir, "cgroup.events", ev)
+		}
 	case "cgroup.kill":
 		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
