@@ -1,0 +1,246 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cordon-dev/cordon/agent/mailbox"
+	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
+	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/sandbox"
+)
+
+// Red-team tests of parking and resuming (docs/security/redteam-park.md).
+// Each one asserts the secure behaviour and fails while the finding it
+// names stands.
+
+// parkWaiting parks a run (signed with key, applied or not) at a mailbox
+// wait, and posts the operator's reply so that it may resume.
+func parkWaiting(t *testing.T, ws string, m *manifest.Manifest, key *sign.PrivateKey, apply bool, edit func(*Config)) {
+	t.Helper()
+	s := &script{resps: []*provider.Response{calls(call("mailbox", `{"action":"wait","text":"may I?"}`))}}
+	out, err := runScript(t, ws, m, s, runOpts{apply: apply, cfg: func(c *Config) {
+		c.Key, c.Park = key, true
+		if edit != nil {
+			edit(c)
+		}
+	}})
+	if err != nil || out.Status != StatusParked {
+		t.Fatalf("park: %v %v", out, err)
+	}
+	if _, err := mailbox.Post(ws, mailbox.FromOperator, "yes", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRedteamParkApplyModeChangedOnResume (F1): a dry run that parked is
+// resumed with Apply. The resumed segment writes to the workspace for
+// real, while the run's journal (run.start apply=false) and its sealed
+// result body (apply=false) say it was a dry run that changed nothing.
+// The mode of the run is part of what it is: a resume with another mode
+// must be refused, as another manifest is.
+func TestRedteamParkApplyModeChangedOnResume(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	m, key := baseManifest(t, nil), parkKey(t)
+	parkWaiting(t, ws, m, key, false, nil)
+	s := &script{resps: []*provider.Response{calls(call("write", `{"path":"out.txt","content":"written for real"}`)), finish("done")}}
+	out, err := runScript(t, ws, m, s, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }})
+	if err != nil {
+		return // refused: the finding is fixed
+	}
+	b, rerr := os.ReadFile(filepath.Join(ws, "out.txt"))
+	pub := key.Public()
+	rep := runrecord.Verify(ws, &pub)
+	t.Fatalf("a dry run resumed with --apply ran (%s): out.txt on disk %q (%v); sealed body apply=%v, verify failed=%v",
+		out.Status, b, rerr, rep.Result.Body.Apply, rep.Failed())
+}
+
+// TestRedteamParkImageChangedOnResume (F2): a run started with an image
+// runtime and no environment manifest (`cordon run --image REF`, which
+// the CLI allows) has the host's environment address, so the resume's
+// identity check cannot see that it resumes with another image, or with
+// none (the host's runtime). run.start names the first image; the
+// resumed segment's commands run elsewhere and nothing records it.
+func TestRedteamParkImageChangedOnResume(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	m, key := baseManifest(t, nil), parkKey(t)
+	img := &sandbox.ImageRuntime{Root: t.TempDir(), Manifest: "sha256:" + strings.Repeat("a", 64), Config: "sha256:" + strings.Repeat("b", 64)}
+	parkWaiting(t, ws, m, key, false, func(c *Config) { c.Image = img })
+	other := &sandbox.ImageRuntime{Root: t.TempDir(), Manifest: "sha256:" + strings.Repeat("c", 64), Config: "sha256:" + strings.Repeat("d", 64)}
+	for _, tc := range []struct {
+		name string
+		img  *sandbox.ImageRuntime
+	}{{"another image", other}, {"no image (the host's runtime)", nil}} {
+		ws2 := filepath.Join(t.TempDir(), "copy")
+		if out, err := runShell("cp -a " + ws + " " + ws2); err != nil {
+			t.Fatal(out)
+		}
+		_, err := runScript(t, ws2, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{cfg: func(c *Config) {
+			c.Key, c.Resume, c.Image = key, true, tc.img
+		}})
+		if err == nil {
+			t.Errorf("%s: a run started on image %s resumed with %v", tc.name, img.Manifest, tc.img)
+		}
+	}
+}
+
+// rewriteLast replaces the journal's last entry (run.park) by one of the
+// same type with the body edit returns, relinked: nothing after it in
+// the chain commits to it.
+func rewriteLast(t *testing.T, ws string, edit func(map[string]any)) {
+	t.Helper()
+	jf := filepath.Join(ws, StateDir, JournalFile)
+	b, err := os.ReadFile(jf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := entries(t, ws)
+	last := es[len(es)-1]
+	var body map[string]any
+	if err := json.Unmarshal(last.Body().AppendJCS(nil), &body); err != nil {
+		t.Fatal(err)
+	}
+	edit(body)
+	cut := bytes.LastIndexByte(b[:len(b)-1], '\n') + 1
+	if err := os.WriteFile(jf, b[:cut], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := journal.Open(jf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	nb, _ := json.Marshal(body)
+	v, err := canon.Parse(nb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append(last.Type, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRedteamParkRunParkEntryRewritten (F3): between park and resume,
+// whoever can write the workspace rewrites the journal's last entry, the
+// run.park: its energy, its reason, an extra member. Nothing after it
+// commits to it — the state file binds the entry before it, the signed
+// record binds the snapshot — and the resume checks only its run, tree,
+// state and snapshot. The signed run resumes on the forged entry, and
+// the steward's signature, receipt and attestation then vouch for it:
+// `cordon verify run --pubkey` passes.
+func TestRedteamParkRunParkEntryRewritten(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	m, key := baseManifest(t, nil), parkKey(t)
+	parkWaiting(t, ws, m, key, true, nil)
+	rewriteLast(t, ws, func(b map[string]any) {
+		b["energy_uj"] = 1
+		b["reason"] = ParkRequest
+		b["approved_by"] = "security team"
+	})
+	out, err := runScript(t, ws, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }})
+	if err != nil {
+		return // refused: the finding is fixed
+	}
+	pub := key.Public()
+	rep := runrecord.Verify(ws, &pub)
+	parks := ofType(entries(t, ws), "run.park")
+	t.Fatalf("resumed (%s) on a rewritten run.park %v; verify run --pubkey failed=%v", out.Status, parks, rep.Failed())
+}
+
+// TestRedteamParkTreeNameCollision (F4): the tree digest is the JSON of
+// a map from path to kind and digest, and encoding/json writes every
+// invalid UTF-8 byte of a name or a link target as \ufffd: two names, or
+// two link targets, that differ only in invalid bytes encode the same.
+// A file renamed from "notes\xff" to "notes\xfd" while the run is
+// parked, or a link retargeted from "../payload\xff" (benign) to
+// "../payload\xfe" (another file, already in the workspace, with other
+// content), makes the same tree: the resume accepts a workspace that
+// changed. (A file added beside a colliding name is seen: the map keeps
+// both keys and the JSON has two members.)
+func TestRedteamParkTreeNameCollision(t *testing.T) {
+	files := defaultFiles()
+	files["notes\xff"] = "the operator's notes\n"
+	files["payload\xff"] = "echo benign\n"
+	files["payload\xfe"] = "echo malicious\n"
+	files["lnk-holder/.keep"] = ""
+	ws := newWorkspace(t, files)
+	if err := os.Symlink("../payload\xff", filepath.Join(ws, "lnk-holder", "run.sh")); err != nil {
+		t.Fatal(err)
+	}
+	m, key := baseManifest(t, nil), parkKey(t)
+	parkWaiting(t, ws, m, key, false, nil)
+	for _, tc := range []struct {
+		name string
+		edit func(ws string) error
+	}{
+		{"a file renamed", func(ws string) error {
+			return os.Rename(filepath.Join(ws, "notes\xff"), filepath.Join(ws, "notes\xfd"))
+		}},
+		{"a link retargeted to another file", func(ws string) error {
+			l := filepath.Join(ws, "lnk-holder", "run.sh")
+			if err := os.Remove(l); err != nil {
+				return err
+			}
+			return os.Symlink("../payload\xfe", l)
+		}},
+	} {
+		ws2 := filepath.Join(t.TempDir(), "copy")
+		if out, err := runShell("cp -a " + ws + " " + ws2); err != nil {
+			t.Fatal(out)
+		}
+		if err := tc.edit(ws2); err != nil {
+			t.Fatal(err)
+		}
+		_, err := runScript(t, ws2, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{cfg: func(c *Config) { c.Key, c.Resume = key, true }})
+		if !errors.Is(err, ErrResume) {
+			t.Errorf("%s while parked: the resume accepted the workspace (%v)", tc.name, err)
+		}
+	}
+}
+
+// TestRedteamParkTreeSpecialModeBits (F5): the tree records a mode's
+// permission bits only (fs.FileMode.Perm), not setuid, setgid or sticky:
+// a file made setuid, or a directory made sticky or setgid, while the
+// run is parked is not a change the resume sees. SPEC §9.4 says PERM;
+// the Known limitations name ownership, timestamps and extended
+// attributes as not covered, not these bits.
+func TestRedteamParkTreeSpecialModeBits(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	if err := os.Chmod(filepath.Join(ws, "src/a.py"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, key := baseManifest(t, nil), parkKey(t)
+	parkWaiting(t, ws, m, key, false, nil)
+	for _, tc := range []struct {
+		name, path string
+		mode       os.FileMode
+	}{
+		{"setuid file", "src/a.py", 0o755 | os.ModeSetuid},
+		{"sticky directory", "src", 0o755 | os.ModeSticky},
+	} {
+		ws2 := filepath.Join(t.TempDir(), "copy")
+		if out, err := runShell("cp -a " + ws + " " + ws2); err != nil {
+			t.Fatal(out)
+		}
+		if err := os.Chmod(filepath.Join(ws2, tc.path), tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(filepath.Join(ws2, tc.path)); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSticky) == 0 {
+			t.Skipf("%s: this file system would not set the bit: %v", tc.name, fi)
+		}
+		_, err := runScript(t, ws2, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{cfg: func(c *Config) { c.Key, c.Resume = key, true }})
+		if !errors.Is(err, ErrResume) {
+			t.Errorf("%s while parked: the resume accepted the workspace (%v)", tc.name, err)
+		}
+	}
+}
