@@ -373,3 +373,86 @@ func TestRedteamParkResumeFarPastPanics(t *testing.T) {
 	}()
 	t.Logf("resume: %v", err)
 }
+
+// TestRedteamParkResumeTwiceFromOnePark (F9): nothing outside the
+// workspace remembers that a parked snapshot was resumed. A copy of the
+// parked workspace taken before the resume (a backup, a second checkout,
+// the copy sent to another host) resumes again after the first resume
+// has run to its end — here at the same path, after the workspace is
+// rolled back — and both histories of the one run verify under the
+// steward's key: two closed records, two results, different work, one
+// run id. What the first continuation did (its writes, the budgets it
+// spent, the operator's answer it acted on) is undone without a trace.
+func TestRedteamParkResumeTwiceFromOnePark(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	m, key := baseManifest(t, nil), parkKey(t)
+	parkWaiting(t, ws, m, key, true, nil)
+	bak := filepath.Join(t.TempDir(), "bak")
+	if out, err := runShell("cp -a " + ws + " " + bak); err != nil {
+		t.Fatal(out)
+	}
+	first := &script{resps: []*provider.Response{calls(call("write", `{"path":"out.txt","content":"first continuation"}`)), finish("first")}}
+	if out, err := runScript(t, ws, m, first, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }}); err != nil || out.Status != StatusFinished {
+		t.Fatalf("first resume: %v %v", out, err)
+	}
+	pub := key.Public()
+	if rep := runrecord.Verify(ws, &pub); rep.Failed() {
+		t.Fatal("the first continuation does not verify")
+	}
+	// Roll the workspace back to the park and resume again.
+	if out, err := runShell("rm -rf " + ws + " && cp -a " + bak + " " + ws); err != nil {
+		t.Fatal(out)
+	}
+	second := &script{resps: []*provider.Response{calls(call("write", `{"path":"out.txt","content":"second continuation"}`)), finish("second")}}
+	out, err := runScript(t, ws, m, second, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }})
+	if err != nil {
+		return // refused: fixed
+	}
+	rep := runrecord.Verify(ws, &pub)
+	t.Fatalf("the same park resumed twice: the second continuation ran (%s) and verifies=%v under the steward's key", out.Status, !rep.Failed())
+}
+
+// TestRedteamParkConcurrentResumes (HELD): two resumes of one parked run
+// at once — the workspace lock is taken before the parked run is loaded,
+// so exactly one continues; the other is refused (locked, or no parked
+// run once the first has closed it), and the record verifies.
+func TestRedteamParkConcurrentResumes(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	m, key := baseManifest(t, nil), parkKey(t)
+	parkWaiting(t, ws, m, key, true, nil)
+	type res struct {
+		out *Outcome
+		err error
+	}
+	ch := make(chan res, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			slow := &hooked{script: &script{resps: []*provider.Response{finish("done")}}, hook: func(int) { time.Sleep(200 * time.Millisecond) }}
+			var log bytes.Buffer
+			out, err := Run(t.Context(), Config{Workspace: ws, Manifest: m, Provider: slow, Apply: true, Sandbox: okSandbox(), SandboxState: t.TempDir(),
+				Key: key, Resume: true, Log: &log, Version: "test"})
+			ch <- res{out, err}
+		}()
+	}
+	ok := 0
+	for i := 0; i < 2; i++ {
+		r := <-ch
+		switch {
+		case r.err == nil:
+			ok++
+		case errors.Is(r.err, ErrLocked) || errors.Is(r.err, ErrResume):
+		default:
+			t.Errorf("unexpected: %v", r.err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d resumes continued the run, want 1", ok)
+	}
+	pub := key.Public()
+	if rep := runrecord.Verify(ws, &pub); rep.Failed() {
+		t.Fatal("the record does not verify")
+	}
+	if n := len(ofType(entries(t, ws), "run.resume")); n != 1 {
+		t.Fatalf("%d run.resume entries", n)
+	}
+}
