@@ -254,6 +254,14 @@ func TestRedteamParkTreeSpecialModeBits(t *testing.T) {
 // forged state holds (nil: unchanged).
 func forgeUnsigned(t *testing.T, ws string, man *manifest.Manifest, edit func(map[string]any)) {
 	t.Helper()
+	forgeUnsignedRaw(t, ws, man, edit, nil)
+}
+
+// forgeUnsignedRaw is forgeUnsigned, with post applied to the state's
+// bytes after they are marshalled (for JSON encoding/json would not
+// write).
+func forgeUnsignedRaw(t *testing.T, ws string, man *manifest.Manifest, edit func(map[string]any), post func([]byte) []byte) {
+	t.Helper()
 	dir := filepath.Join(ws, StateDir, RunsDir, parkedRunID(t, ws))
 	sb, err := os.ReadFile(filepath.Join(dir, StateFile))
 	if err != nil {
@@ -275,6 +283,9 @@ func forgeUnsigned(t *testing.T, ws string, man *manifest.Manifest, edit func(ma
 	nb, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if post != nil {
+		nb = post(nb)
 	}
 	if err := os.WriteFile(filepath.Join(dir, StateFile), nb, 0o600); err != nil {
 		t.Fatal(err)
@@ -485,4 +496,79 @@ func TestRedteamParkMailboxReplyUnauthenticated(t *testing.T) {
 	}
 	t.Fatalf("the signed run resumed (%s) on a reply anyone could write; the model read it as the operator's: %v",
 		out.Status, strings.Contains(mustJSON(s2.requests()[1].Messages), "overwrite it and push"))
+}
+
+// TestRedteamParkHeldTampering (HELD): tampering that the resume
+// refuses, kept as regression tests. A signed head of another parked run
+// under the same key and manifest; the state file or the record replaced
+// by a link to an identical copy (links are not followed); and, for an
+// unsigned run re-sealed consistently, hostile state JSON — a member the
+// type does not have, nesting far past the decoder's depth limit, a
+// number past int64 — is refused without a panic.
+func TestRedteamParkHeldTampering(t *testing.T) {
+	m, key := baseManifest(t, nil), parkKey(t)
+	signed := []struct {
+		name string
+		edit func(t *testing.T, ws, dir string)
+	}{
+		{"another run's signed head", func(t *testing.T, ws, dir string) {
+			ws2 := newWorkspace(t, defaultFiles())
+			parkWaiting(t, ws2, m, key, true, nil)
+			b, _ := os.ReadFile(filepath.Join(ws2, StateDir, RunsDir, parkedRunID(t, ws2), HeadFile))
+			os.WriteFile(filepath.Join(dir, HeadFile), b, 0o644)
+		}},
+		{"state file a link to a copy", func(t *testing.T, ws, dir string) {
+			cp := filepath.Join(t.TempDir(), "state.json")
+			b, _ := os.ReadFile(filepath.Join(dir, StateFile))
+			os.WriteFile(cp, b, 0o600)
+			os.Remove(filepath.Join(dir, StateFile))
+			os.Symlink(cp, filepath.Join(dir, StateFile))
+		}},
+		{"record a link to a copy", func(t *testing.T, ws, dir string) {
+			cp := filepath.Join(t.TempDir(), "record")
+			b, _ := os.ReadFile(filepath.Join(dir, RecordFile))
+			os.WriteFile(cp, b, 0o600)
+			os.Remove(filepath.Join(dir, RecordFile))
+			os.Symlink(cp, filepath.Join(dir, RecordFile))
+		}},
+	}
+	for _, c := range signed {
+		t.Run(c.name, func(t *testing.T) {
+			ws := newWorkspace(t, defaultFiles())
+			parkWaiting(t, ws, m, key, true, nil)
+			c.edit(t, ws, filepath.Join(ws, StateDir, RunsDir, parkedRunID(t, ws)))
+			_, err := runScript(t, ws, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }})
+			if !errors.Is(err, ErrResume) {
+				t.Fatalf("resume: %v", err)
+			}
+		})
+	}
+	deep := strings.Repeat(`[`, 20000) + strings.Repeat(`]`, 20000)
+	unsigned := []struct {
+		name string
+		edit func(st map[string]any)
+	}{
+		{"an unknown member", func(st map[string]any) { st["grants_override"] = "all" }},
+		{"nesting past the depth limit", func(st map[string]any) { st["task"].(map[string]any)["summary"] = "@@DEEP@@" }},
+		{"a number past int64", func(st map[string]any) { st["responses"] = json.Number("99999999999999999999") }},
+	}
+	for _, c := range unsigned {
+		t.Run(c.name, func(t *testing.T) {
+			ws := newWorkspace(t, defaultFiles())
+			parkWaiting(t, ws, m, nil, false, nil)
+			forgeUnsignedRaw(t, ws, nil, c.edit, func(b []byte) []byte { return bytes.Replace(b, []byte(`"@@DEEP@@"`), []byte(deep), 1) })
+			var err error
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("panic: %v", p)
+					}
+				}()
+				_, err = runScript(t, ws, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{cfg: func(c *Config) { c.Resume = true }})
+			}()
+			if !errors.Is(err, ErrResume) {
+				t.Fatalf("resume: %v", err)
+			}
+		})
+	}
 }
