@@ -16,6 +16,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/durable"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/sandbox"
@@ -570,5 +571,44 @@ func TestRedteamParkHeldTampering(t *testing.T) {
 				t.Fatalf("resume: %v", err)
 			}
 		})
+	}
+}
+
+// TestRedteamParkReceiptCoversLastSegmentOnly (F11): a resumed run seals
+// one receipt (and an attestation of it) at its end, for the unit (the
+// manifest) and the whole journal (journal_root is run.end), but its
+// meters started with the last segment: the receipt's energy and its
+// start_ns are the last segment's. Work done before the park — here
+// nearly all of it — is missing from the signed energy claim, though
+// the durable record's execute segments count it. An agent that does its
+// heavy work and then waits for the operator makes its run's receipt
+// report almost nothing. The receipt should cover the run (all segments'
+// energy, the run's start), or say that it covers a segment.
+func TestRedteamParkReceiptCoversLastSegmentOnly(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	m, key := baseManifest(t, nil), parkKey(t)
+	slow := &hooked{script: &script{resps: []*provider.Response{calls(call("read", `{"path":"in"}`)), calls(call("mailbox", `{"action":"wait","text":"?"}`))}},
+		hook: func(int) { time.Sleep(300 * time.Millisecond) }}
+	if out, err := runScript(t, ws, m, nil, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Park, c.Provider = key, true, slow }}); err != nil || out.Status != StatusParked {
+		t.Fatalf("%v %v", out, err)
+	}
+	mailbox.Post(ws, mailbox.FromOperator, "yes", time.Now())
+	out, err := runScript(t, ws, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }})
+	if err != nil || out.Status != StatusFinished {
+		t.Fatalf("%v %v", out, err)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, StateDir, ReceiptFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _, err := receipt.Verify(b, key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := readRecord(t, ws, parkedRunID(t, ws), key)
+	start, _ := time.Parse(time.RFC3339Nano, out.Body.Start)
+	if run := rec.Head().EnergyUJ; int64(rc.Total.EstimatedUJ) < run || int64(rc.StartNS) > start.UnixNano() {
+		t.Fatalf("the run's receipt claims %d µJ from %s; the run used %d µJ (its record's execute segments) from %s",
+			rc.Total.EstimatedUJ, time.Unix(0, int64(rc.StartNS)).UTC().Format(time.RFC3339Nano), run, out.Body.Start)
 	}
 }
