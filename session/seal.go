@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"maps"
+	"sort"
 	"time"
 
 	"github.com/cordon-dev/cordon/evidence/attest"
@@ -29,6 +30,51 @@ type SealInput struct {
 	// Kernel, if not "", replaces this host's kernel in the attestation
 	// (the demo's synthetic evidence says so there).
 	Kernel string
+	// Start, if not zero, is the unit's start in place of the session's
+	// opening, and Prior the device records of the unit's earlier
+	// sessions: a parked and resumed run (docs/SPEC.md §9.4) seals one
+	// receipt for the whole run, its segments' energy summed per class
+	// (MergeDevices).
+	Start time.Time
+	Prior []receipt.Device
+}
+
+// MergeDevices adds the device records b to a, per class: estimated
+// energy and busy time are summed; measured energy only where every
+// record of the class was measured (and attributed alike), else the
+// class is an Estimator's. The result is sorted by class.
+func MergeDevices(a, b []receipt.Device) []receipt.Device {
+	by := map[string]receipt.Device{}
+	var classes []string
+	for _, d := range append(append([]receipt.Device(nil), a...), b...) {
+		have, ok := by[d.Class]
+		if !ok {
+			if d.MeasuredUJ != nil {
+				m := *d.MeasuredUJ
+				d.MeasuredUJ = &m
+			}
+			by[d.Class] = d
+			classes = append(classes, d.Class)
+			continue
+		}
+		have.EstimatedUJ += d.EstimatedUJ
+		have.BusyNS += d.BusyNS
+		sameAttr := (have.Attribution == nil) == (d.Attribution == nil) &&
+			(have.Attribution == nil || *have.Attribution == *d.Attribution)
+		if have.MeasuredUJ != nil && d.MeasuredUJ != nil && have.Provenance == d.Provenance && sameAttr {
+			m := *have.MeasuredUJ + *d.MeasuredUJ
+			have.MeasuredUJ = &m
+		} else {
+			have.MeasuredUJ, have.Attribution, have.Provenance = nil, nil, receipt.Estimator
+		}
+		by[d.Class] = have
+	}
+	sort.Strings(classes)
+	out := make([]receipt.Device, 0, len(classes))
+	for _, c := range classes {
+		out = append(out, by[c])
+	}
+	return out
 }
 
 // Sealed is a session's evidence.
@@ -81,10 +127,20 @@ func (s *Session) Seal(k *sign.PrivateKey, in SealInput) (*Sealed, error) {
 		root = s.rec.Head().ID.String()
 	}
 	end := time.Now()
+	start, devices := s.opened, e.Devices
+	if !in.Start.IsZero() {
+		if in.Start.After(s.opened) {
+			return nil, errors.New("session: the unit's start is after the session's")
+		}
+		start = in.Start
+	}
+	if len(in.Prior) > 0 {
+		devices = MergeDevices(in.Prior, e.Devices)
+	}
 	rc := &receipt.Core{
 		Type: receipt.Type, Unit: in.Unit.String(), Grants: s.cfg.Grants.ID().String(), Tier: t.String(),
-		StartNS: uint64(s.opened.UnixNano()), EndNS: uint64(end.UnixNano()), Exit: in.Exit, Outputs: outs,
-		Devices: e.Devices, JournalRoot: root,
+		StartNS: uint64(start.UnixNano()), EndNS: uint64(end.UnixNano()), Exit: in.Exit, Outputs: outs,
+		Devices: devices, JournalRoot: root,
 	}
 	rc.Finish()
 	env, id, err := receipt.Seal(k, rc)

@@ -296,7 +296,12 @@ func forgeUnsignedRaw(t *testing.T, ws string, man *manifest.Manifest, edit func
 		t.Fatal(err)
 	}
 	stateID := canon.Sum(nb)
-	snap := snapshotID(treeID, stateID)
+	// The snapshot binds the journal up to and including run.park
+	// (cordon.snapshot.v2): rewrite run.park first.
+	rewriteLast(t, ws, func(b map[string]any) { b["state"] = stateID.String() })
+	es := entries(t, ws)
+	last := es[len(es)-1]
+	snap := snapshotID(treeID, stateID, journal.Head{Count: last.Index + 1, ID: last.ID()})
 	old := readRecord(t, ws, filepath.Base(dir), nil)
 	rec := durable.New()
 	segs := old.Segments()
@@ -317,7 +322,6 @@ func forgeUnsignedRaw(t *testing.T, ws string, man *manifest.Manifest, edit func
 	if err := os.WriteFile(filepath.Join(dir, HeadJCSFile), rec.Head().JCS(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rewriteLast(t, ws, func(b map[string]any) { b["state"], b["snapshot"] = stateID.String(), snap.String() })
 }
 
 // TestRedteamParkUnsignedResumeTakesWritersManifest (F8): `cordon run
@@ -345,16 +349,17 @@ func TestRedteamParkUnsignedResumeTakesWritersManifest(t *testing.T) {
 		x["grants"] = grantsDoc([]string{"python3", "git", "printenv", "curl", "sh"}, "collector.attacker.example")
 	})
 	forgeUnsigned(t, ws, evil, nil)
-	_, got, err := ParkedRun(ws)
-	if err != nil {
-		t.Fatal(err)
+	// Fixed: nothing reads a run's manifest from the workspace any more
+	// (ParkedRun is gone; `cordon run --resume` requires --manifest, the
+	// operator's copy). The resume offers the operator's manifest, and
+	// the writer's record, whose genesis names another, is refused.
+	out, err := runScript(t, ws, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{apply: true, cfg: func(c *Config) { c.Resume = true }})
+	if errors.Is(err, ErrResume) && (strings.Contains(err.Error(), "the grant set offered ("+m.Grants.ID().String()+") is not the parked run's ("+evil.Grants.ID().String()+")") ||
+		strings.Contains(err.Error(), "the manifest offered ("+m.ID().String()+") is not the parked run's ("+evil.ID().String()+")")) {
+		return // refused, naming the operator's and the record's: fixed
 	}
-	out, err := runScript(t, ws, got, &script{resps: []*provider.Response{finish("done")}}, runOpts{apply: true, cfg: func(c *Config) { c.Resume = true }})
-	if err != nil {
-		return // refused: fixed
-	}
-	t.Fatalf("the resume ran (%s) under the writer's manifest %s (model base_url %s, grants %s), not the run's %s",
-		out.Status, got.ID(), got.BaseURL, got.Grants.ID(), m.ID())
+	t.Fatalf("the resume of a record re-sealed under the writer's manifest %s (model base_url %s) with the operator's %s: %v %v",
+		evil.ID(), evil.BaseURL, m.ID(), out, err)
 }
 
 // TestRedteamParkResumeFarPastPanics (F7, the runner's side): the

@@ -75,6 +75,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/durable"
 	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
@@ -244,6 +245,9 @@ type run struct {
 	parkWhy   string          // why the root task parked
 	responses int64           // model responses received (a replay resumes after them)
 	receiptID canon.ID        // the sealed receipt's id
+	// priorDevices: the device records of the run's earlier segments
+	// (a resumed run), which its receipt sums with this segment's.
+	priorDevices []receipt.Device
 }
 
 func start(ctx context.Context, cfg Config) (*run, error) {

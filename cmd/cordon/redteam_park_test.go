@@ -177,14 +177,28 @@ func TestRedteamParkUnsignedResumeSendsKey(t *testing.T) {
 	}
 	w.Close()
 
+	// Fixed: a resume without the operator's manifest is refused, and
+	// with it, the writer's record (another manifest) is refused before
+	// any model call.
 	out.Reset()
 	err = runRun(e, []string{"--resume", ws})
+	if err == nil || !strings.Contains(err.Error(), "--resume needs --manifest FILE") {
+		t.Errorf("a resume without --manifest: %v", err)
+	}
+	out.Reset()
+	err2 := runRun(e, []string{"--resume", "--manifest", filepath.Join(ws, "manifest.json"), ws})
+	if err2 == nil || !strings.Contains(err2.Error(), "is not the parked run's") {
+		t.Errorf("a resume with the operator's manifest of a record re-sealed under the writer's: %v", err2)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, a := range seen {
 		if strings.Contains(a, secret) {
-			t.Fatalf("the resume sent the operator's API key to the writer's endpoint %s (%d requests; resume: %v)", srv.URL, len(seen), err)
+			t.Fatalf("the resume sent the operator's API key to the writer's endpoint %s (%d requests; resume: %v, %v)", srv.URL, len(seen), err, err2)
 		}
 	}
-	t.Logf("resume: %v; %d requests to the writer's endpoint\n%s", err, len(seen), out.String())
+	if len(seen) > 0 {
+		t.Fatalf("%d requests reached the writer's endpoint", len(seen))
+	}
+	t.Logf("resume: %v; with --manifest: %v\n%s", err, err2, out.String())
 }
