@@ -391,16 +391,19 @@ func TestRedteamParkResumeFarPastPanics(t *testing.T) {
 	t.Logf("resume: %v", err)
 }
 
-// TestRedteamParkResumeTwiceFromOnePark (F9): nothing outside the
-// workspace remembers that a parked snapshot was resumed. A copy of the
-// parked workspace taken before the resume (a backup, a second checkout,
-// the copy sent to another host) resumes again after the first resume
-// has run to its end — here at the same path, after the workspace is
-// rolled back — and both histories of the one run verify under the
-// steward's key: two closed records, two results, different work, one
-// run id. What the first continuation did (its writes, the budgets it
-// spent, the operator's answer it acted on) is undone without a trace.
-func TestRedteamParkResumeTwiceFromOnePark(t *testing.T) {
+// TestKnownLimitationParkResumeTwiceFromOnePark (F9, a known limitation:
+// CLAIMS.md): nothing outside the workspace remembers that a parked
+// snapshot was resumed. A copy of the parked workspace taken before the
+// resume (a backup, a second checkout, the copy sent to another host)
+// resumes again after the first resume has run to its end — here at the
+// same path, after the workspace is rolled back — and both histories of
+// the one run verify under the steward's key: two closed records, two
+// results, different work, one run id. What the verifier can do is tell
+// them apart: `cordon verify run` shows each history's segment chain
+// (the run id, where it parked, the snapshot it resumed from, its head),
+// and the two differ. If the second resume is ever refused, update
+// CLAIMS.md and docs/security/redteam-park.md and make this an attack.
+func TestKnownLimitationParkResumeTwiceFromOnePark(t *testing.T) {
 	ws := newWorkspace(t, defaultFiles())
 	m, key := baseManifest(t, nil), parkKey(t)
 	parkWaiting(t, ws, m, key, true, nil)
@@ -413,7 +416,8 @@ func TestRedteamParkResumeTwiceFromOnePark(t *testing.T) {
 		t.Fatalf("first resume: %v %v", out, err)
 	}
 	pub := key.Public()
-	if rep := runrecord.Verify(ws, &pub); rep.Failed() {
+	rep1 := runrecord.Verify(ws, &pub)
+	if rep1.Failed() {
 		t.Fatal("the first continuation does not verify")
 	}
 	// Roll the workspace back to the park and resume again.
@@ -423,10 +427,25 @@ func TestRedteamParkResumeTwiceFromOnePark(t *testing.T) {
 	second := &script{resps: []*provider.Response{calls(call("write", `{"path":"out.txt","content":"second continuation"}`)), finish("second")}}
 	out, err := runScript(t, ws, m, second, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }})
 	if err != nil {
-		return // refused: fixed
+		t.Fatalf("the second resume of one park is refused now (%v): update CLAIMS.md's Known limitations and docs/security/redteam-park.md, and make this an attack", err)
 	}
-	rep := runrecord.Verify(ws, &pub)
-	t.Fatalf("the same park resumed twice: the second continuation ran (%s) and verifies=%v under the steward's key", out.Status, !rep.Failed())
+	rep2 := runrecord.Verify(ws, &pub)
+	if out.Status != StatusFinished || rep2.Failed() {
+		t.Fatalf("the second continuation: %s, verify failed=%v", out.Status, rep2.Failed())
+	}
+	chain := func(rep *runrecord.Report) string {
+		for _, c := range rep.Checks {
+			if c.Name == "segments" {
+				return c.Detail
+			}
+		}
+		return ""
+	}
+	c1, c2 := chain(rep1), chain(rep2)
+	run := parkedRunID(t, ws)
+	if !strings.Contains(c1, "run "+run+": 2 segments") || !strings.Contains(c2, "run "+run+": 2 segments") || c1 == c2 {
+		t.Fatalf("verify run does not tell the two histories of run %s apart:\n%s\n%s", run, c1, c2)
+	}
 }
 
 // TestRedteamParkConcurrentResumes (HELD): two resumes of one parked run
@@ -474,17 +493,16 @@ func TestRedteamParkConcurrentResumes(t *testing.T) {
 	}
 }
 
-// TestRedteamParkMailboxReplyUnauthenticated (F10): the operator's
-// reply that a mailbox park waits for lives under .cordon/mailbox,
-// outside the snapshot (it must: it arrives while the run is parked),
-// and is a plain file anyone who can write the workspace can append to.
-// A forged "yes" satisfies the resume's only mailbox check (an unread
-// operator message exists), and the signed run resumes and hands the
-// forged answer to the model as the operator's. Nothing in the resume's
-// output or the journal distinguishes it from the operator's own reply.
-// The secure behaviour for a signed run: a reply that the issuer did not
-// sign (or that the resuming operator did not confirm) does not count.
-func TestRedteamParkMailboxReplyUnauthenticated(t *testing.T) {
+// TestKnownLimitationParkMailboxReplyUnauthenticated (F10, a known
+// limitation: CLAIMS.md): the operator's reply that a mailbox park waits
+// for lives under .cordon/mailbox, outside the snapshot (it must: it
+// arrives while the run is parked), and is a plain file anyone who can
+// write the workspace can append to. A forged "yes" satisfies the
+// resume's only mailbox check (an unread operator message exists), and
+// the signed run resumes and hands the forged answer to the model as the
+// operator's. If replies are ever authenticated, update CLAIMS.md and
+// docs/security/redteam-park.md and make this an attack.
+func TestKnownLimitationParkMailboxReplyUnauthenticated(t *testing.T) {
 	ws := newWorkspace(t, defaultFiles())
 	m, key := baseManifest(t, nil), parkKey(t)
 	s := &script{resps: []*provider.Response{calls(call("mailbox", `{"action":"wait","text":"may I overwrite src/a.py?"}`))}}
@@ -498,10 +516,11 @@ func TestRedteamParkMailboxReplyUnauthenticated(t *testing.T) {
 	s2 := finishing()
 	out, err := runScript(t, ws, m, s2, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }})
 	if err != nil {
-		return // refused: fixed
+		t.Fatalf("a resume on an unauthenticated reply is refused now (%v): update CLAIMS.md's Known limitations and docs/security/redteam-park.md, and make this an attack", err)
 	}
-	t.Fatalf("the signed run resumed (%s) on a reply anyone could write; the model read it as the operator's: %v",
-		out.Status, strings.Contains(mustJSON(s2.requests()[1].Messages), "overwrite it and push"))
+	if out.Status != StatusFinished || !strings.Contains(mustJSON(s2.requests()[1].Messages), "overwrite it and push") {
+		t.Fatalf("the resumed run (%s) did not read the forged reply as the operator's", out.Status)
+	}
 }
 
 // TestRedteamParkHeldTampering (HELD): tampering that the resume
