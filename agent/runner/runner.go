@@ -173,8 +173,11 @@ type Config struct {
 	// wall clock ends the run budget_exhausted.
 	Park bool
 	// Resume continues the run parked in the workspace instead of
-	// starting one (and implies Park): Manifest (and EnvID) must be the
-	// parked run's, Key and Issuer its own.
+	// starting one (and implies Park). Manifest must be the caller's own
+	// copy of the run's manifest (never read from the workspace): its
+	// ContentId must be the durable record's genesis manifest; EnvID,
+	// Apply, Key, Issuer, Image, Tenant and which of the grant set's
+	// variables Env sets must be the run's (docs/durable.md).
 	Resume bool
 }
 

@@ -22,8 +22,10 @@ import (
 	"github.com/cordon-dev/cordon/evidence/journal"
 )
 
-// redteamTree is the runner's tree digest (agent/runner.treeDigest,
-// docs/SPEC.md §9.4), as a writer of the workspace computes it.
+// redteamTree is the runner's tree digest as it was when the red team
+// wrote this test (cordon.tree.v1; agent/runner.treeDigest is v2 now,
+// docs/SPEC.md §9.4). The forgery below is refused before any tree is
+// compared: for want of --manifest, and then at the manifest.
 func redteamTree(t *testing.T, ws string) canon.ID {
 	t.Helper()
 	tree := map[string]string{}
