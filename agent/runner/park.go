@@ -813,7 +813,7 @@ func (r *run) loadParked() (*parked, error) {
 	dec := json.NewDecoder(bytes.NewReader(p.park.Body().AppendJCS(nil)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&pe); err != nil || pe.Type != entry.Type(entry.RunPark{}.Name()) {
-		return nil, resumef("the journal's run.park (entry %d) is not the entry the runner writes (%v)", p.park.Index, err)
+		return nil, resumef("the journal's run.park (entry %d) is not the entry this runner writes (%v): it was rewritten, or the run was parked by an earlier cordon (snapshot v1), which alone can resume it; or move %s away to abandon the run", p.park.Index, err, p.dir)
 	}
 	if pe.Run != id {
 		return nil, resumef("the journal's run.park names run %s; the record is run %s", pe.Run, id)
@@ -831,6 +831,9 @@ func (r *run) loadParked() (*parked, error) {
 	dec = json.NewDecoder(bytes.NewReader(sb))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(st); err != nil || st.Type != StateType || st.Run != id {
+		if err == nil {
+			err = fmt.Errorf("type %q, run %s", st.Type, st.Run)
+		}
 		return nil, resumef("%s: not a %s document of run %s: %v", filepath.Join(p.dir, StateFile), StateType, id, err)
 	}
 	p.st = st

@@ -11,7 +11,10 @@ import (
 
 	"github.com/cordon-dev/cordon/agent/mailbox"
 	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/evidence/canon"
+	"github.com/cordon-dev/cordon/evidence/durable"
 	"github.com/cordon-dev/cordon/evidence/receipt"
+	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant/amend"
 )
@@ -178,5 +181,50 @@ func TestTreeDigestExact(t *testing.T) {
 	}
 	if got := modeBits(0o755 | os.ModeSetuid | os.ModeSetgid | os.ModeSticky); got != 0o7755 {
 		t.Fatalf("modeBits = %o", got)
+	}
+}
+
+// TestVerifyRunSegmentChain (F6, F9): `cordon verify run` shows a
+// resumed run's segment chain and fails when the run's durable record
+// does not agree with the journal's park/resume pairs (here: a record
+// rewritten to another snapshot).
+func TestVerifyRunSegmentChain(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	m, key := baseManifest(t, nil), parkKey(t)
+	parkWaiting(t, ws, m, key, true, nil)
+	out, err := runScript(t, ws, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }})
+	if err != nil || out.Status != StatusFinished {
+		t.Fatalf("%v %v", out, err)
+	}
+	pub := key.Public()
+	segs := func() runrecord.Check {
+		for _, c := range runrecord.Verify(ws, &pub).Checks {
+			if c.Name == "segments" {
+				return c
+			}
+		}
+		t.Fatal("verify run shows no segment chain for a resumed run")
+		return runrecord.Check{}
+	}
+	c := segs()
+	rec := readRecord(t, ws, out.Run, key)
+	snap := rec.Segments()[1].Snapshot
+	if !c.OK || !strings.Contains(c.Detail, "run "+out.Run+": 2 segments") || !strings.Contains(c.Detail, "resumed from snapshot "+snap.String()) {
+		t.Fatalf("segments: %+v", c)
+	}
+	other := durable.New()
+	for _, s := range rec.Segments() {
+		if s.Kind == durable.Suspend || s.Kind == durable.Resume {
+			s.Snapshot = canon.Sum([]byte("another snapshot"))
+		}
+		if _, err := other.Append(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, StateDir, RunsDir, out.Run, RecordFile), other.Wire(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := segs(); c.OK || !strings.Contains(c.Detail, "resumes from snapshots") {
+		t.Fatalf("a record that disagrees with the journal: %+v", c)
 	}
 }
