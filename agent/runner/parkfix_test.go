@@ -13,6 +13,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/durable"
+	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
@@ -226,5 +227,45 @@ func TestVerifyRunSegmentChain(t *testing.T) {
 	}
 	if c := segs(); c.OK || !strings.Contains(c.Detail, "resumes from snapshots") {
 		t.Fatalf("a record that disagrees with the journal: %+v", c)
+	}
+}
+
+// TestResumeJournalBoundBySnapshot (F3): the snapshot binds the journal
+// up to and including run.park, so an earlier entry rewritten while the
+// run is parked — the whole chain after it relinked, run.park itself
+// unchanged — is refused, though the journal verifies on its own.
+func TestResumeJournalBoundBySnapshot(t *testing.T) {
+	ws := newWorkspace(t, defaultFiles())
+	m, key := baseManifest(t, nil), parkKey(t)
+	parkWaiting(t, ws, m, key, true, nil)
+	es := entries(t, ws)
+	jf := filepath.Join(ws, StateDir, JournalFile)
+	if err := os.Remove(jf); err != nil {
+		t.Fatal(err)
+	}
+	w, err := journal.Open(jf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		body := e.Body()
+		if e.Type == "run.start" {
+			b := string(body.AppendJCS(nil))
+			if !strings.Contains(b, `"apply":true`) {
+				t.Fatalf("run.start %s", b)
+			}
+			b = strings.Replace(b, `"apply":true`, `"apply":false`, 1)
+			if body, err = canon.Parse([]byte(b)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := w.Append(e.Type, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	_, err = runScript(t, ws, m, &script{resps: []*provider.Response{finish("done")}}, runOpts{apply: true, cfg: func(c *Config) { c.Key, c.Resume = key, true }})
+	if !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "does not make the snapshot") {
+		t.Fatalf("resume on a relinked journal: %v", err)
 	}
 }
