@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -37,6 +38,51 @@ type SealInput struct {
 	// started in (receipt.PoolIdleClass). Each class must be one the
 	// meters do not record.
 	Charges []receipt.Device
+	// Start, if not zero, is the unit's start in place of the session's
+	// opening, and Prior the device records of the unit's earlier
+	// sessions: a parked and resumed run (docs/SPEC.md §9.4) seals one
+	// receipt for the whole run, its segments' energy summed per class
+	// (MergeDevices).
+	Start time.Time
+	Prior []receipt.Device
+}
+
+// MergeDevices adds the device records b to a, per class: estimated
+// energy and busy time are summed; measured energy only where every
+// record of the class was measured (and attributed alike), else the
+// class is an Estimator's. The result is sorted by class.
+func MergeDevices(a, b []receipt.Device) []receipt.Device {
+	by := map[string]receipt.Device{}
+	var classes []string
+	for _, d := range append(append([]receipt.Device(nil), a...), b...) {
+		have, ok := by[d.Class]
+		if !ok {
+			if d.MeasuredUJ != nil {
+				m := *d.MeasuredUJ
+				d.MeasuredUJ = &m
+			}
+			by[d.Class] = d
+			classes = append(classes, d.Class)
+			continue
+		}
+		have.EstimatedUJ += d.EstimatedUJ
+		have.BusyNS += d.BusyNS
+		sameAttr := (have.Attribution == nil) == (d.Attribution == nil) &&
+			(have.Attribution == nil || *have.Attribution == *d.Attribution)
+		if have.MeasuredUJ != nil && d.MeasuredUJ != nil && have.Provenance == d.Provenance && sameAttr {
+			m := *have.MeasuredUJ + *d.MeasuredUJ
+			have.MeasuredUJ = &m
+		} else {
+			have.MeasuredUJ, have.Attribution, have.Provenance = nil, nil, receipt.Estimator
+		}
+		by[d.Class] = have
+	}
+	sort.Strings(classes)
+	out := make([]receipt.Device, 0, len(classes))
+	for _, c := range classes {
+		out = append(out, by[c])
+	}
+	return out
 }
 
 // Sealed is a session's evidence.
@@ -89,7 +135,16 @@ func (s *Session) Seal(k *sign.PrivateKey, in SealInput) (*Sealed, error) {
 		root = s.rec.Head().ID.String()
 	}
 	end := time.Now()
-	devices := slices.Clone(e.Devices)
+	start, devices := s.opened, slices.Clone(e.Devices)
+	if !in.Start.IsZero() {
+		if in.Start.After(s.opened) {
+			return nil, errors.New("session: the unit's start is after the session's")
+		}
+		start = in.Start
+	}
+	if len(in.Prior) > 0 {
+		devices = MergeDevices(in.Prior, e.Devices)
+	}
 	for _, d := range in.Charges {
 		if slices.ContainsFunc(devices, func(m receipt.Device) bool { return m.Class == d.Class }) {
 			return nil, fmt.Errorf("session: a charge of class %q, which the meters record already", d.Class)
@@ -99,7 +154,7 @@ func (s *Session) Seal(k *sign.PrivateKey, in SealInput) (*Sealed, error) {
 	slices.SortFunc(devices, func(a, b receipt.Device) int { return strings.Compare(a.Class, b.Class) })
 	rc := &receipt.Core{
 		Type: receipt.Type, Unit: in.Unit.String(), Grants: s.cfg.Grants.ID().String(), Tier: t.String(),
-		StartNS: uint64(s.opened.UnixNano()), EndNS: uint64(end.UnixNano()), Exit: in.Exit, Outputs: outs,
+		StartNS: uint64(start.UnixNano()), EndNS: uint64(end.UnixNano()), Exit: in.Exit, Outputs: outs,
 		Devices: devices, JournalRoot: root,
 	}
 	rc.Finish()

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/egress"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/entry"
@@ -85,9 +86,7 @@ func (r *run) startAuthority(resume bool) error {
 		}
 		m := r.cfg.Manifest
 		a.run, a.agent, a.next = hex.EncodeToString(id[:]), agent, 1
-		a.state = amend.State{Run: a.run, Agent: agent.Public(), Grants: m.Grants, Budgets: amend.Budgets{
-			"max_turns": m.Budgets.MaxTurns, "max_model_calls": m.Budgets.MaxModelCalls, "max_input_tokens": m.Budgets.MaxInputTokens,
-			"max_output_tokens": m.Budgets.MaxOutputTokens, "wall_ms": m.Budgets.WallMS}}
+		a.state = amend.State{Run: a.run, Agent: agent.Public(), Grants: m.Grants, Budgets: manifestBudgets(m)}
 	}
 	p := entry.RunPrincipals{Run: a.run, Agent: agent.Public().ID().String(), AgentKey: base64.RawURLEncoding.EncodeToString(agent.Public().Bytes()), Resume: resume}
 	switch {
@@ -120,6 +119,13 @@ func (r *run) startAuthority(resume bool) error {
 		return fmt.Errorf("runner: %s is not a directory; remove it (amendments are put there)", a.dir)
 	}
 	return r.writeLive()
+}
+
+// manifestBudgets are the budgets an amendment may lower, as the
+// manifest sets them.
+func manifestBudgets(m *manifest.Manifest) amend.Budgets {
+	return amend.Budgets{"max_turns": m.Budgets.MaxTurns, "max_model_calls": m.Budgets.MaxModelCalls, "max_input_tokens": m.Budgets.MaxInputTokens,
+		"max_output_tokens": m.Budgets.MaxOutputTokens, "wall_ms": m.Budgets.WallMS}
 }
 
 // writeLive writes LiveFile (under the authority's lock, or before any

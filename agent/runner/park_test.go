@@ -16,6 +16,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/provider"
 	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/durable"
+	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
@@ -135,8 +136,17 @@ func TestParkOnMailboxAndResume(t *testing.T) {
 		t.Fatalf("record %s, head %+v", kinds(rec), h)
 	}
 	es := entries(t, ws)
-	if last := es[len(es)-1]; last.Type != "run.park" || !strings.Contains(string(last.Body().AppendJCS(nil)), rec.Head().Snapshot.String()) {
+	// The record's snapshot binds run.park: its tree and state, and the
+	// journal up to and including it (cordon.snapshot.v2).
+	last := es[len(es)-1]
+	var pe entry.RunPark
+	if err := json.Unmarshal(last.Body().AppendJCS(nil), &pe); err != nil || last.Type != "run.park" {
 		t.Fatalf("last entry %s %s", last.Type, last.Body().AppendJCS(nil))
+	}
+	tid, _ := canon.ParseID(pe.Tree)
+	sid, _ := canon.ParseID(pe.State)
+	if snapshotID(tid, sid, journal.Head{Count: last.Index + 1, ID: last.ID()}) != rec.Head().Snapshot {
+		t.Fatalf("run.park %s and the journal's head do not make the record's snapshot %s", last.Body().AppendJCS(nil), rec.Head().Snapshot)
 	}
 	if fi, err := os.Stat(filepath.Join(ws, StateDir, RunsDir, run, StateFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("state file: %v %v", fi, err)

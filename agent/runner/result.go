@@ -40,7 +40,14 @@ func (r *run) seal(end journal.Entry) error {
 			exit = 1
 		}
 		// The manifest is the unit of work, run.end the journal root.
-		sealed, err := r.sess.Seal(k, session.SealInput{Unit: m.ID(), Exit: exit, Outputs: maps.Clone(r.outputs), JournalRoot: end.ID()})
+		in := session.SealInput{Unit: m.ID(), Exit: exit, Outputs: maps.Clone(r.outputs), JournalRoot: end.ID()}
+		if r.parked != nil {
+			// A resumed run's receipt covers the run: from its start, the
+			// energy of every execute segment (the idle energy of its parks
+			// is the durable record's, not the receipt's).
+			in.Start, in.Prior = r.start, r.priorDevices
+		}
+		sealed, err := r.sess.Seal(k, in)
 		if err != nil {
 			return fmt.Errorf("runner: receipt: %w", err)
 		}

@@ -75,6 +75,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/durable"
 	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
+	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
@@ -172,8 +173,11 @@ type Config struct {
 	// wall clock ends the run budget_exhausted.
 	Park bool
 	// Resume continues the run parked in the workspace instead of
-	// starting one (and implies Park): Manifest (and EnvID) must be the
-	// parked run's, Key and Issuer its own.
+	// starting one (and implies Park). Manifest must be the caller's own
+	// copy of the run's manifest (never read from the workspace): its
+	// ContentId must be the durable record's genesis manifest; EnvID,
+	// Apply, Key, Issuer, Image, Tenant and which of the grant set's
+	// variables Env sets must be the run's (docs/durable.md).
 	Resume bool
 }
 
@@ -244,6 +248,9 @@ type run struct {
 	parkWhy   string          // why the root task parked
 	responses int64           // model responses received (a replay resumes after them)
 	receiptID canon.ID        // the sealed receipt's id
+	// priorDevices: the device records of the run's earlier segments
+	// (a resumed run), which its receipt sums with this segment's.
+	priorDevices []receipt.Device
 }
 
 func start(ctx context.Context, cfg Config) (*run, error) {

@@ -491,7 +491,7 @@ func (r *run) toolMailbox(t *task, in json.RawMessage) (string, error) {
 			return fmt.Sprintf("posted #%d; no reply yet, and this run cannot park to wait for one: read the mailbox later", msg.Seq), nil
 		}
 		r.waitSeq = msg.Seq
-		r.logf("task %s: posted message #%d and waits for the operator's reply; the run parks at the end of this turn (reply with 'cordon mail --reply TEXT %s', then 'cordon run --resume %s')",
+		r.logf("task %s: posted message #%d and waits for the operator's reply; the run parks at the end of this turn (reply with 'cordon mail --reply TEXT %s', then 'cordon run --resume --manifest MANIFEST %s')",
 			t.id, msg.Seq, r.cfg.Workspace, r.cfg.Workspace)
 		return fmt.Sprintf("posted #%d; no reply yet: the run parks at the end of this turn and resumes when the operator has replied; then read the mailbox", msg.Seq), nil
 	case "post":

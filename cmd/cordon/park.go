@@ -50,6 +50,6 @@ func runPark(e *env, args []string) error {
 	if err := writeExclusive(name, []byte("park\n")); err != nil {
 		return fmt.Errorf("park: %w", err)
 	}
-	fmt.Fprintf(e.stdout, "run %s: asked to park at its next turn boundary (a running command is finished first); then resume it with 'cordon run --resume %s'\n", l.Run, ws)
+	fmt.Fprintf(e.stdout, "run %s: asked to park at its next turn boundary (a running command is finished first); then resume it with 'cordon run --resume --manifest MANIFEST %s'\n", l.Run, ws)
 	return nil
 }

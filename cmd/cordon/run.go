@@ -30,7 +30,7 @@ const auditKeyEnv = "CORDON_AUDIT_PRIVATE_KEY"
 const maxManifestBytes = 16 << 20
 
 const runUsage = "usage: cordon run [--workspace DIR] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--tenant T] [--no-git] [--json] MANIFEST.json\n" +
-	"       cordon run --resume [--manifest FILE] [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--env FILE --image REF] [--json] WORKSPACE"
+	"       cordon run --resume --manifest FILE [--apply] [--key FILE] [--key-env NAME] [--state DIR] [--env FILE --image REF] [--issuer PEM] [--tenant T] [--json] WORKSPACE"
 
 // ExitParked is the exit status of a run that parked: it is not over,
 // and 'cordon run --resume WORKSPACE' continues it (EX_TEMPFAIL).
@@ -51,8 +51,8 @@ func runRun(e *env, args []string) error {
 	imageRef := fs.String("image", "", "run every command on this OCI image's runtime (an OCI layout DIR or DIR@sha256:…, or a docker save tarball)")
 	issuerFile := fs.String("issuer", "", "the public key (PEM) of the run's issuer, who alone may amend it with 'cordon amend' (default: --key's)")
 	recordFile := fs.String("record", "", "write every model response to this new file in the replay format (docs/SPEC.md §6.7), to replay the session later")
-	resume := fs.Bool("resume", false, "continue the run parked in WORKSPACE (the argument) from its snapshot, with the same key, issuer and environment")
-	manifestFile := fs.String("manifest", "", "with --resume: the manifest the parked run must have been started with (default: the one its state holds)")
+	resume := fs.Bool("resume", false, "continue the run parked in WORKSPACE (the argument) from its snapshot, with its manifest (--manifest) and the same --apply, --key, --issuer, --tenant, --env and --image")
+	manifestFile := fs.String("manifest", "", "with --resume (required): your copy of the manifest the parked run was started with; the run's model and grants come from it, never from the workspace")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -72,17 +72,20 @@ func runRun(e *env, args []string) error {
 		if ws, err = filepath.Abs(pos[0]); err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
-		if _, m, err = runner.ParkedRun(ws); err != nil {
-			return withHint(fmt.Errorf("run: %w", err), "a run parks when it waits for a reply, on 'cordon park', or when its wall-clock allowance runs out")
+		// The run's manifest is the operator's copy, never the one the
+		// parked workspace holds: whoever could write the workspace
+		// while it was parked chose that one (its model endpoint, which
+		// gets the operator's API key, and its grants). The runner checks
+		// that it is the one the run's record started with.
+		if *manifestFile == "" {
+			return &usageError{msg: "run: --resume needs --manifest FILE, the manifest the run was started with (your copy: the parked workspace's is not trusted)", hint: runUsage}
 		}
-		if *manifestFile != "" {
-			mb, err := readLimited(*manifestFile, maxManifestBytes)
-			if err != nil {
-				return fmt.Errorf("run: --manifest: %w", err)
-			}
-			if m, err = manifest.Parse(mb); err != nil {
-				return withHint(fmt.Errorf("run: --manifest %s: %w", *manifestFile, err), "the manifest format is docs/SPEC.md §5")
-			}
+		mb, err := readLimited(*manifestFile, maxManifestBytes)
+		if err != nil {
+			return fmt.Errorf("run: --manifest: %w", err)
+		}
+		if m, err = manifest.Parse(mb); err != nil {
+			return withHint(fmt.Errorf("run: --manifest %s: %w", *manifestFile, err), "the manifest format is docs/SPEC.md §5")
 		}
 	default:
 		mb, err := readLimited(pos[0], maxManifestBytes)
@@ -194,13 +197,20 @@ func runRun(e *env, args []string) error {
 		return withHint(fmt.Errorf("run: %w", err), "another cordon run is using this workspace; run again when it has finished")
 	}
 	if errors.Is(err, runner.ErrParked) {
-		return withHint(fmt.Errorf("run: %w", err), "a parked run continues with 'cordon run --resume WORKSPACE'")
+		return withHint(fmt.Errorf("run: %w", err), "a parked run continues with 'cordon run --resume --manifest MANIFEST WORKSPACE'")
 	}
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
 	if out.Status == runner.StatusParked {
-		return printParked(e, ws, out, *asJSON)
+		mf := *manifestFile
+		if !*resume {
+			mf = pos[0]
+		}
+		if abs, err := filepath.Abs(mf); err == nil {
+			mf = abs
+		}
+		return printParked(e, ws, mf, out, *asJSON)
 	}
 	res := filepath.Join(ws, runner.StateDir, runner.ResultFile)
 	if *asJSON {
@@ -217,10 +227,10 @@ func runRun(e *env, args []string) error {
 	return &exitStatus{code: 1}
 }
 
-// printParked says that the run parked and how to resume it; the exit
-// status is ExitParked.
-func printParked(e *env, ws string, out *runner.Outcome, asJSON bool) error {
-	resume := "cordon run --resume " + ws
+// printParked says that the run parked and how to resume it (with the
+// operator's manifest file); the exit status is ExitParked.
+func printParked(e *env, ws, manifestFile string, out *runner.Outcome, asJSON bool) error {
+	resume := "cordon run --resume --manifest " + manifestFile + " " + ws
 	if asJSON {
 		if err := writeJSON(e, map[string]any{"status": out.Status, "run": out.Run, "reason": out.Reason, "workspace": ws,
 			"turns": out.Body.Turns, "model_calls": out.Body.ModelCalls, "journal_entries": out.Head.Count,

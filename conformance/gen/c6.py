@@ -87,6 +87,13 @@ bad=dict(resume_seg); bad["env"]=cid("a drifted environment")
 add("append-resume-drifted-environment","Append refuses a resume in a drifted environment.","record-append",app(wp,bad),err="record-refused")
 wc,_=chain(ex(1500), cl())
 add("append-after-close","Append refuses anything after close.","record-append",app(wc,{"kind":"execute","manifest":MAN,"grants":GR,"env":ENV,"energy_uj":1}),err="record-refused")
+# Integers the record carries exactly: totals stay within 2^53-1 (Append
+# refuses, never overflows, what Parse would refuse).
+MAXI=2**53-1
+wm,_=chain(ex(MAXI), su(S1), re(S1, 1))
+add("append-energy-total-past-maxint","Append refuses an execute that would take the record's energy total past 2^53-1.","record-append",app(wm,{"kind":"execute","manifest":MAN,"grants":GR,"env":ENV,"energy_uj":1}),err="record-refused")
+w,_=chain(ex(MAXI), su(S1), re(S1, 1), ex(1))
+add("energy-total-past-maxint","A record whose energy total passes 2^53-1 is refused.","record-verify",w,err="record-refused")
 doc={"format":"cordon-conformance-v1","class":"C6","title":"durable run records","vectors":vs}
 open("conformance/v1/durable.json","w").write(json.dumps(doc,indent=2)+"\n")
 print(len(vs))

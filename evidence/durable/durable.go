@@ -169,6 +169,14 @@ func (r *Record) check(s *Segment) error {
 	if s.EnergyUJ < 0 || s.IdleUJ < 0 || s.ParkedMS < 0 {
 		return refusef("segment %d: a negative energy or duration", s.Seq)
 	}
+	// Integers the canonical form carries exactly, and totals Parse
+	// accepts: what Append takes, Parse takes back.
+	if s.EnergyUJ > canon.MaxInt || s.IdleUJ > canon.MaxInt || s.ParkedMS > canon.MaxInt {
+		return refusef("segment %d: an energy or duration above %d (2^53-1), which the record cannot carry", s.Seq, int64(canon.MaxInt))
+	}
+	if r.energy+s.EnergyUJ > canon.MaxInt || r.idle+s.IdleUJ > canon.MaxInt {
+		return refusef("segment %d: the record's energy totals would pass %d (2^53-1)", s.Seq, int64(canon.MaxInt))
+	}
 	if len(r.segs) == 0 {
 		if s.Kind != Execute {
 			return refusef("the first segment is an execute, not %s", s.Kind)

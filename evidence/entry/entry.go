@@ -285,7 +285,6 @@ type RunPark struct {
 	Reason   string `json:"reason"` // mailbox, request or budget
 	Tree     string `json:"tree"`
 	State    string `json:"state"`
-	Snapshot string `json:"snapshot"`
 	EnergyUJ int64  `json:"energy_uj"` // the segment's energy, as its execute segment records it
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/testreport"
 	"github.com/cordon-dev/cordon/evidence/attest"
+	"github.com/cordon-dev/cordon/evidence/durable"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
@@ -136,6 +137,11 @@ func Verify(workspace string, pub *sign.PublicKey) *Report {
 	}
 	rep.add("journal", err, fmt.Sprintf("%d entries, head %s; this run's are %d to %d, from run.start of this manifest to run.end of this body; %d checkpoints signed by the run's agent key",
 		c.Journal.Count, c.Journal.Head, c.Since, c.Journal.Count-1, checkpoints))
+	if err == nil {
+		if detail, serr := segmentChain(state, entries[c.Since:]); detail != "" || serr != nil {
+			rep.add("segments", serr, detail)
+		}
+	}
 
 	if res.Signature == nil {
 		// An unsigned run removes these; beside an unsigned result they
@@ -305,3 +311,79 @@ func (v *Verification) String() string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// segmentChain describes a parked and resumed run's segments (docs/SPEC.md
+// §9.4) as its journal records them — where each parked, the snapshot
+// each resumed from, where it ended — and checks them against the run's
+// durable record (WORKSPACE/.cordon/runs/RUN/record): one suspend per
+// run.park, the resumes' snapshots in order, closed. A run that never
+// parked has no chain ("", nil). Two histories of one run id (a parked
+// copy resumed twice, which nothing offline can prevent) show the same
+// run id with different chains or heads.
+func segmentChain(state string, es []journal.Entry) (string, error) {
+	var run string
+	var parts, snaps []string
+	parks, from := 0, es[0].Index
+	for _, e := range es {
+		var b struct {
+			Run      string `json:"run"`
+			Reason   string `json:"reason"`
+			Snapshot string `json:"snapshot"`
+			ParkedMS int64  `json:"parked_ms"`
+		}
+		switch e.Type {
+		case "run.principals", "run.park", "run.resume":
+			if err := json.Unmarshal(e.Body().AppendJCS(nil), &b); err != nil {
+				return "", fmt.Errorf("entry %d: %s: %w", e.Index, e.Type, err)
+			}
+		}
+		switch e.Type {
+		case "run.principals":
+			if run == "" {
+				run = b.Run
+			}
+		case "run.park":
+			parks++
+			parts = append(parts, fmt.Sprintf("entries %d-%d parked (%s)", from, e.Index, b.Reason))
+		case "run.resume":
+			from = e.Index
+			snaps = append(snaps, b.Snapshot)
+			parts = append(parts, fmt.Sprintf("resumed from snapshot %s after %d ms", b.Snapshot, b.ParkedMS))
+		}
+	}
+	if parks == 0 {
+		return "", nil
+	}
+	last := es[len(es)-1]
+	parts = append(parts, fmt.Sprintf("entries %d-%d ended (head %s)", from, last.Index, last.ID()))
+	detail := fmt.Sprintf("run %s: %d segments: %s; another history of this run (a copy of a parked workspace resumed again) has another chain or head",
+		run, parks+1, strings.Join(parts, ", "))
+	if amend.CheckRunID(run) != nil {
+		return "", fmt.Errorf("the run's id %q is not a run id", run)
+	}
+	name := filepath.Join(state, "runs", run, "record")
+	wire, err := nofollow.Read(name, 64<<20)
+	if err != nil {
+		return "", fmt.Errorf("the run parked %d times but its durable record cannot be read: %w", parks, err)
+	}
+	rec, err := durable.Parse(wire)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	var recSnaps []string
+	for _, sg := range rec.Segments() {
+		if sg.Kind == durable.Resume {
+			recSnaps = append(recSnaps, sg.Snapshot.String())
+		}
+	}
+	h := rec.Head()
+	switch {
+	case h.State != durable.Closed:
+		return "", fmt.Errorf("%s is %s, but the run ended", name, h.State)
+	case h.Parks != parks:
+		return "", fmt.Errorf("%s records %d parks; the journal %d", name, h.Parks, parks)
+	case strings.Join(recSnaps, ",") != strings.Join(snaps, ","):
+		return "", fmt.Errorf("%s resumes from snapshots [%s]; the journal's run.resume entries name [%s]", name, strings.Join(recSnaps, " "), strings.Join(snaps, " "))
+	}
+	return detail + fmt.Sprintf("; durable record %s agrees (%d segments, head %s)", name, h.Count, h.Head), nil
+}

@@ -423,7 +423,10 @@ func jcs(m map[string]any) []byte {
 // principals entry after its run.start and, when it parked and resumed
 // (§9.4), one more right after each run.resume, marked resume and naming
 // the same run — a principals entry anywhere else is refused, and a
-// checkpoint between a run.resume and its principals has no key. It
+// checkpoint between a run.resume and its principals has no key. A
+// run.park names the current run and ends its segment: nothing but that
+// run's run.resume (or a new run: run.unfinished, run.start) may follow
+// it, and a run.resume must directly follow such a run.park, once. It
 // returns how many checkpoints it checked.
 func VerifyJournal(es []journal.Entry) (int, error) {
 	var (
@@ -432,6 +435,7 @@ func VerifyJournal(es []journal.Entry) (int, error) {
 		n        int
 		prevType string
 		waiting  bool // a run.resume was seen; its principals must follow
+		parked   bool // the run's run.park ended its segment; only its run.resume (or a new run) may follow
 	)
 	for _, e := range es {
 		typ := e.Type
@@ -440,9 +444,22 @@ func VerifyJournal(es []journal.Entry) (int, error) {
 		if waiting && typ != "run.principals" {
 			return n, fmt.Errorf("%w: entry %d: %s right after a run.resume; the resumed run's run.principals comes first", ErrInvalid, e.Index, typ)
 		}
+		if parked && typ != "run.resume" && typ != "run.start" && typ != "run.unfinished" {
+			// An abandoned parked run is followed by a new run (run.start,
+			// after run.unfinished saying its entries did not finish).
+			return n, fmt.Errorf("%w: entry %d: %s after run %s's run.park; a parked run's segment is over, only its run.resume (or a new run) may follow", ErrInvalid, e.Index, typ, run)
+		}
 		switch typ {
 		case "run.start":
-			run, agent = "", sign.PublicKey{}
+			run, agent, parked = "", sign.PublicKey{}, false
+		case "run.park":
+			var body struct {
+				Run string `json:"run"`
+			}
+			if err := json.Unmarshal(e.Body().AppendJCS(nil), &body); err != nil || run == "" || body.Run != run {
+				return n, fmt.Errorf("%w: entry %d: a run.park of run %q, in run %q", ErrInvalid, e.Index, body.Run, run)
+			}
+			parked = true
 		case "run.resume":
 			var body struct {
 				Run string `json:"run"`
@@ -450,7 +467,10 @@ func VerifyJournal(es []journal.Entry) (int, error) {
 			if err := json.Unmarshal(e.Body().AppendJCS(nil), &body); err != nil || run == "" || body.Run != run {
 				return n, fmt.Errorf("%w: entry %d: a run.resume of run %q, in run %q", ErrInvalid, e.Index, body.Run, run)
 			}
-			agent, waiting = sign.PublicKey{}, true
+			if !parked || prev != "run.park" {
+				return n, fmt.Errorf("%w: entry %d: a run.resume of run %s that does not directly follow its run.park (after %s); a run resumes once per park, at the start of its next segment", ErrInvalid, e.Index, run, prev)
+			}
+			agent, waiting, parked = sign.PublicKey{}, true, false
 		case "run.principals":
 			_, r, o, err := jsonv.Canonical(e.Body().AppendJCS(nil))
 			if err != nil {
