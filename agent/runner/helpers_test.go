@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,12 +59,12 @@ func (s *script) requests() []provider.Request {
 	return append([]provider.Request(nil), s.reqs...)
 }
 
-var callSeq int
+// callSeq numbers tool_use blocks; atomic, as concurrent tests build them.
+var callSeq atomic.Int64
 
 // call is one tool_use block.
 func call(name, input string) provider.Block {
-	callSeq++
-	return provider.Block{Type: "tool_use", ID: fmt.Sprintf("c%d", callSeq), Name: name, Input: json.RawMessage(input)}
+	return provider.Block{Type: "tool_use", ID: fmt.Sprintf("c%d", callSeq.Add(1)), Name: name, Input: json.RawMessage(input)}
 }
 
 // calls is a response making the given tool calls.
