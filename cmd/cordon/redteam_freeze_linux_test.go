@@ -80,3 +80,35 @@ func TestRedteamFreezePoolIdleSharedJournal(t *testing.T) {
 		t.Errorf("the honest receipt of the second pooled run in one journal fails verify --journal (exit %d): %s", code, out)
 	}
 }
+
+// F4 (docs/security/redteam-freeze.md): a --record FILE inside the
+// workspace, and an --out naming the same path: the program's output is
+// copied back over the record while cordon still writes the record
+// through its own descriptor (now of an unlinked file), the head is
+// signed for the real chain, and cordon exec exits 0. The file left at
+// FILE is the program's: an unanchored 'cordon verify record' trusts
+// whatever chain the program wrote, and the real record is gone. A
+// --receipt in the same place is refused (file exists, exit 125); the
+// record is neither refused up front nor at the end.
+func TestRedteamFreezeRecordOverwrittenByOutput(t *testing.T) {
+	requireRootFreeze(t)
+	state, ws := t.TempDir(), t.TempDir()
+	keyFile := filepath.Join(t.TempDir(), "key.pem")
+	if code := run([]string{"keygen", "--out", keyFile}, nil, io.Discard, io.Discard); code != 0 {
+		t.Fatal("keygen")
+	}
+	rec := filepath.Join(ws, "rec.jsonl")
+	var errb bytes.Buffer
+	code := run([]string{"exec", "--state", state, "--workspace", ws, "--out", "rec.jsonl", "--record", rec, "--key", keyFile,
+		"--", "/bin/sh", "-c", "echo forged > /work/rec.jsonl"}, nil, io.Discard, &errb)
+	if code != 0 {
+		return // refused: held
+	}
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) == "forged\n" {
+		t.Errorf("cordon exec --record %s --out rec.jsonl exited 0 and left the program's output %q as the record (signed head beside it for another chain)", rec, b)
+	}
+}
