@@ -102,3 +102,26 @@ func TestRedteamFreezeDigestUnboundedBytes(t *testing.T) {
 			"a freeze or thaw holds the run's Control that long and longer, with no bound on the bytes hashed", bound)
 	}
 }
+
+// F5 (docs/security/redteam-freeze.md): the walk of a declared output
+// starts with a Stat that follows a link, so a declared output that the
+// program has made a link out of /work (ln -s / /work/out) is not
+// digested as "link:/" (as §9.5 says a link is) but fails the digest
+// ("path escapes from parent"), and with it every freeze: the program
+// decides, at will and at any moment, that it cannot be frozen. (A link
+// to a path inside /work is digested as what it points to, not as a link.)
+func TestRedteamFreezeDeclaredOutputLinkRefusesFreeze(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink("/", filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	sb := &Sandbox{runID: "redteam", work: w, spec: &Spec{Outputs: []string{"out"}}}
+	if _, err := sb.outputsDigest(); err != nil {
+		t.Errorf("outputs digest with the declared output a link to /: %v; the freeze is refused, so the program chose not to be frozen", err)
+	}
+}
