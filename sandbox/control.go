@@ -20,6 +20,8 @@ var (
 	// ErrChanged is returned by Thaw when the run's outputs are not what
 	// they were when it was frozen; the run stays frozen.
 	ErrChanged = errors.New("sandbox: the run's outputs changed while it was frozen")
+	// errDigestStopped: the run ended during an outputs digest.
+	errDigestStopped = errors.New("the run ended during the outputs digest")
 )
 
 // Control freezes and thaws a running sandboxed program from another

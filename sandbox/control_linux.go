@@ -129,8 +129,6 @@ type digestWalk struct {
 	entries map[string][]byte
 }
 
-var errDigestStopped = errors.New("the run ended during the digest")
-
 func (w *digestWalk) check() error {
 	select {
 	case <-w.done:
