@@ -20,6 +20,8 @@ var (
 	// ErrChanged is returned by Thaw when the run's outputs are not what
 	// they were when it was frozen; the run stays frozen.
 	ErrChanged = errors.New("sandbox: the run's outputs changed while it was frozen")
+	// errDigestStopped: the run ended during an outputs digest.
+	errDigestStopped = errors.New("the run ended during the outputs digest")
 )
 
 // Control freezes and thaws a running sandboxed program from another
@@ -35,6 +37,11 @@ type Control struct {
 	frozen   *Frozen   // while frozen
 	started  time.Time // when the run was attached
 	attached chan struct{}
+	// ending is closed, without c.mu, when the run ends (detach): an
+	// outputs digest under way in Freeze or Thaw stops, so that detach,
+	// and with it an interrupted run's end, waits for no digest.
+	ending  chan struct{}
+	endOnce sync.Once
 }
 
 // Frozen is what a freeze saw.
@@ -62,7 +69,9 @@ type runHandle interface {
 }
 
 // NewControl returns a Control with no run attached.
-func NewControl() *Control { return &Control{attached: make(chan struct{})} }
+func NewControl() *Control {
+	return &Control{attached: make(chan struct{}), ending: make(chan struct{})}
+}
 
 // Attached is closed when a run is attached (its program started).
 func (c *Control) Attached() <-chan struct{} { return c.attached }
@@ -77,6 +86,11 @@ func (c *Control) attach(r runHandle) {
 // detach ends the Control's run: later calls return ErrNotRunning. It
 // reports whether the run was frozen.
 func (c *Control) detach() (wasFrozen bool) {
+	c.endOnce.Do(func() {
+		if c.ending != nil {
+			close(c.ending)
+		}
+	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	wasFrozen = c.frozen != nil
@@ -119,11 +133,12 @@ func (c *Control) Freeze() (*Frozen, error) {
 	if err != nil {
 		return nil, err
 	}
+	at := time.Now() // the work ended here, not after the digest
 	d, err := c.run.outputsDigest()
 	if err != nil {
 		return nil, errors.Join(err, c.run.thaw())
 	}
-	c.frozen = &Frozen{RunID: c.run.id(), PIDs: pids, Outputs: d, CPUNanos: cpu, At: time.Now()}
+	c.frozen = &Frozen{RunID: c.run.id(), PIDs: pids, Outputs: d, CPUNanos: cpu, At: at}
 	f := *c.frozen
 	return &f, nil
 }

@@ -135,9 +135,6 @@ func runExec(e *env, args []string) error {
 				return refuse(fmt.Errorf("exec: --receipt: %s exists; a receipt is never written over", f))
 			}
 		}
-		if err := receiptOutsideWritable(gs, *receiptFile); err != nil {
-			return refuse(fmt.Errorf("exec: --receipt: %w", err))
-		}
 	} else if *keyFile != "" && *recordFile == "" {
 		return &usageError{msg: "exec: --key given without --receipt or --record"}
 	}
@@ -156,9 +153,6 @@ func runExec(e *env, args []string) error {
 			if _, err := os.Lstat(f); err == nil {
 				return refuse(fmt.Errorf("exec: --record: %s exists; a record is never written over", f))
 			}
-		}
-		if err := receiptOutsideWritable(gs, *recordFile); err != nil {
-			return refuse(fmt.Errorf("exec: --record: %w", err))
 		}
 	}
 	if *receiptFile != "" && *powercap != energy.DefaultPowercap && *journalFile == "" {
@@ -204,6 +198,23 @@ func runExec(e *env, args []string) error {
 		ws, err = filepath.Abs(*workspace)
 		if err != nil {
 			return refuse(err)
+		}
+	}
+	// Every file of evidence cordon writes: none may be one the program
+	// can write, or one its outputs are copied onto.
+	var evidence []evidencePath
+	if *receiptFile != "" {
+		evidence = append(evidence, evidencePath{"--receipt", *receiptFile}, evidencePath{"--receipt", *receiptFile + ".unit.json"})
+	}
+	if *recordFile != "" {
+		evidence = append(evidence, evidencePath{"--record", *recordFile}, evidencePath{"--record", *recordFile + ".head"})
+	}
+	if *journalFile != "" {
+		evidence = append(evidence, evidencePath{"--journal", *journalFile})
+	}
+	for _, ev := range evidence {
+		if err := evidenceOutsideProgram(gs, ws, outs, ev.file); err != nil {
+			return refuse(fmt.Errorf("exec: %s: %w", ev.flag, err))
 		}
 	}
 	vars := map[string]string{}
@@ -582,6 +593,54 @@ func (p *poolView) charges() ([]receipt.Device, error) {
 		return nil, fmt.Errorf("the pool's idle charge has provenance %q; a receipt takes only an Estimator's here", prov)
 	}
 	return []receipt.Device{{Class: receipt.PoolIdleClass, Provenance: receipt.Estimator, EstimatedUJ: uj}}, nil
+}
+
+// evidencePath is a file of evidence cordon exec writes, and its flag.
+type evidencePath struct{ flag, file string }
+
+// evidenceOutsideProgram refuses a file of evidence (a receipt or its
+// unit, a record or its head, a journal) that the program could decide:
+// one beneath a path the grant set lets it write (receiptOutsideWritable),
+// or one that a declared output is copied back onto, or beneath (an
+// --out of the workspace ws naming the file, or a directory above it):
+// the program's bytes would replace the evidence at the end of the run
+// (red team freeze F4). Both paths are compared with their links resolved.
+func evidenceOutsideProgram(gs *grant.Set, ws string, outs []string, file string) error {
+	if err := receiptOutsideWritable(gs, file); err != nil {
+		return err
+	}
+	if ws == "" || len(outs) == 0 {
+		return nil
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return err
+	}
+	ev := resolveExisting(abs)
+	for _, o := range outs {
+		land := resolveExisting(filepath.Join(ws, o))
+		if ev == land || strings.HasPrefix(ev, land+string(filepath.Separator)) || land == string(filepath.Separator) {
+			return fmt.Errorf("%s is where the output --out %s is copied back (%s): the program's bytes would replace it; write it outside the declared outputs", file, o, land)
+		}
+	}
+	return nil
+}
+
+// resolveExisting is p with the links of its longest existing prefix
+// resolved (p is absolute and clean).
+func resolveExisting(p string) string {
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(p, rest)
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
 }
 
 // receiptOutsideWritable refuses a receipt whose directory lies beneath

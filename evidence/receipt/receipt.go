@@ -408,12 +408,42 @@ func Verify(b []byte, pub sign.PublicKey) (*Core, canon.ID, error) {
 	return c, canon.Sum(env.Core), nil
 }
 
+// RunEntries returns the entries of the last run in entries, a journal
+// that ends at a receipt's journal_root: one journal may hold several
+// runs appended one after another (cordon exec --journal appends), and a
+// receipt covers only its own. A run's entries end with its command
+// entry (then its meter entries); a run that never got its command entry
+// is closed by a command.unfinished entry. So the last run's entries are
+// those after the last command or command.unfinished entry that lies
+// before the last command entry — all of them when there is none.
+// Entries after the last command entry (its meters) are the run's.
+func RunEntries(entries []journal.Entry) []journal.Entry {
+	last := -1
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].Type == "command" {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return entries
+	}
+	for i := last - 1; i >= 0; i-- {
+		if t := entries[i].Type; t == "command" || t == "command.unfinished" {
+			return entries[i+1:]
+		}
+	}
+	return entries
+}
+
 // UsedClasses returns the device classes a run's journal shows it used:
 // the classes of allowed device requests in its decision records
 // (grant.DecisionType entries of type "decision"), sorted and distinct.
+// Only the journal's last run counts (RunEntries): entries must end at
+// the receipt's journal_root.
 func UsedClasses(entries []journal.Entry) []string {
 	var out []string
-	for _, e := range entries {
+	for _, e := range RunEntries(entries) {
 		if e.Type != "decision" {
 			continue
 		}
@@ -444,17 +474,19 @@ const PoolIdleClass = "pool-idle"
 var ErrIdle = errors.New("receipt: the pool idle record does not match the journal's pool.claim entries")
 
 // CheckPoolIdle checks the receipt's pool-idle record against the
-// journal's pool.claim entries: with no claim there is no record; with
-// claims, the record's estimated_uj is the sum of their idle_uj, every
-// claim's idle_provenance is the record's provenance, and the record
-// carries no busy time.
+// pool.claim entries of the receipt's run — the journal's last run
+// (RunEntries); entries must end at the receipt's journal_root, which
+// the caller checks: with no claim there is no record; with claims, the
+// record's estimated_uj is the sum of their idle_uj, every claim's
+// idle_provenance is the record's provenance, and the record carries no
+// busy time. Another run's claims in the same journal count for nothing.
 func (c *Core) CheckPoolIdle(entries []journal.Entry) error {
 	var (
 		claims int
 		sum    uint64
 		provs  []string
 	)
-	for _, e := range entries {
+	for _, e := range RunEntries(entries) {
 		if e.Type != "pool.claim" {
 			continue
 		}
