@@ -53,7 +53,7 @@ func TestConsoleVerifiesRealRun(t *testing.T) {
 	if _, err := e.store.DB().Exec(`UPDATE run_evidence SET record = ? WHERE run_id = ?`, []byte("not an archive"), id); err != nil {
 		t.Fatal(err)
 	}
-	if p := m.get("/console/runs/" + id).body; strings.Contains(p, ">verified") || !strings.Contains(p, "not verified") {
+	if p := m.get("/console/runs/" + id).body; strings.Contains(p, "verified") || !strings.Contains(p, `<section id="verify"><p class="error">FAILED: the evidence archive is malformed`) {
 		t.Errorf("tampered evidence shown as verified:\n%s", p)
 	}
 }

@@ -336,7 +336,7 @@ func (s *Server) verifyArchive(rec []byte, run *store.Run) *verification {
 	}
 	defer os.RemoveAll(dir)
 	if err := extractRecord(rec, dir, run.ID); err != nil {
-		return &verification{Summary: visible("not verified: the evidence archive is malformed: " + err.Error())}
+		return &verification{Summary: visible("FAILED: the evidence archive is malformed: " + err.Error())}
 	}
 	pub := s.cfg.Key.Public()
 	rep := runrecord.Verify(filepath.Join(dir, run.ID), &pub)
@@ -353,7 +353,7 @@ func (s *Server) verifyArchive(rec []byte, run *store.Run) *verification {
 				bad = append(bad, c.Name+": "+c.Detail)
 			}
 		}
-		v.Summary = visible("not verified: " + strings.Join(bad, "; "))
+		v.Summary = visible("FAILED: the evidence does not check out: " + strings.Join(bad, "; "))
 	}
 	if res := rep.Result; res != nil {
 		v.Receipt = &consoleReceipt{Status: visible(res.Body.Status), Manifest: visible(res.Commitments.Manifest), Body: visible(res.Commitments.Body),

@@ -371,3 +371,44 @@ func TestConsoleHeaders(t *testing.T) {
 	}
 	checkConsoleHeaders(t, "DELETE /console/runs", who["member"].req("DELETE", "/console/runs", nil))
 }
+
+// TestConsoleRunsList: the list shows the tenant's runs (every tenant's
+// to the operator, none of another tenant's to a user), each linking to
+// its page, filtered by status and project.
+func TestConsoleRunsList(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.setup(projectFor("true"))
+	done := e.submit(e.keys["member"])
+	e.must(200, "POST", "/v1/runs/"+done+"/approve", e.keys["approver"], "")
+	e.wait(done, e.keys["member"], 30*time.Second)
+	pending := e.submit(e.keys["member"])
+	var other struct{ ID string }
+	e.must(201, "POST", "/v1/projects/q/runs", e.keys["other-member"], `{"task":"t"}`).json(t, &other)
+
+	row := func(id string) string {
+		return `<tr class="run" data-run="` + id + `"><td><a href="/console/runs/` + id + `">`
+	}
+	m := e.mustSignIn(e.keys["member"])
+	all := m.get("/console/runs").body
+	if !strings.Contains(all, row(done)) || !strings.Contains(all, row(pending)) || strings.Contains(all, other.ID) {
+		t.Errorf("the member's list:\n%s", all)
+	}
+	if b := m.get("/console/runs?status=pending_approval").body; strings.Contains(b, row(done)) || !strings.Contains(b, row(pending)) {
+		t.Errorf("filtered by status:\n%s", b)
+	}
+	if b := m.get("/console/runs?project=p&status=finished").body; !strings.Contains(b, row(done)) || strings.Contains(b, row(pending)) {
+		t.Errorf("filtered by project and status:\n%s", b)
+	}
+	if b := m.get("/console/runs?project=zzz").body; strings.Contains(b, `class="run"`) {
+		t.Errorf("filtered by another project:\n%s", b)
+	}
+	if p := m.get("/console/runs?status=%3Cscript%3E"); p.code != 400 {
+		t.Errorf("a bad status: %d", p.code)
+	}
+	if b := e.mustSignIn(adminKey).get("/console/runs").body; !strings.Contains(b, row(done)) || !strings.Contains(b, row(other.ID)) {
+		t.Errorf("the operator's list lacks a tenant's runs:\n%s", b)
+	}
+	if p := e.mustSignIn(e.keys["other-approver"]).get("/console/runs/" + done); p.code != 404 {
+		t.Errorf("another tenant's run page: %d", p.code)
+	}
+}
