@@ -266,6 +266,10 @@ func (s *Server) consoleGuard(name string, h http.HandlerFunc) http.HandlerFunc 
 // consoleNotFound answers a /console/ path no route serves.
 func (s *Server) consoleNotFound(w http.ResponseWriter, r *http.Request) {
 	consoleHeaders(w)
+	if r.URL.Path == "/console/" && r.Method == http.MethodGet {
+		http.Redirect(w, r, "/console/runs", http.StatusSeeOther) // which sends to sign in, if need be
+		return
+	}
 	s.consoleFail(w, r, &apiError{Code: 404, Msg: "no such console page"})
 }
 

@@ -370,6 +370,11 @@ func TestConsoleHeaders(t *testing.T) {
 		checkConsoleHeaders(t, path, who["member"].get(path))
 	}
 	checkConsoleHeaders(t, "DELETE /console/runs", who["member"].req("DELETE", "/console/runs", nil))
+	if p := who["none"].get("/console/"); p.code != 303 || p.hdr.Get("Location") != "/console/runs" {
+		t.Errorf("GET /console/: %d %s, want a redirect to the runs", p.code, p.hdr.Get("Location"))
+	} else {
+		checkConsoleHeaders(t, "/console/", p)
+	}
 }
 
 // TestConsoleRunsList: the list shows the tenant's runs (every tenant's
