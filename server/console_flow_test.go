@@ -253,6 +253,38 @@ func TestConsoleGateIndependence(t *testing.T) {
 		if p := sub.post("/console/runs/"+id2+"/approve", nil); p.code != 409 {
 			t.Errorf("a second approval: %d, want 409", p.code)
 		}
+		// a finished run's change: its submitter (an approver) is offered
+		// no accept form and a forged accept is refused as the API's is;
+		// a second approver accepts it in the console
+		var u struct{ ID string }
+		e.must(201, "POST", "/v1/tenants/"+e.tenantA+"/users", adminKey, `{"name":"second","role":"approver"}`).json(t, &u)
+		var k struct{ Secret string }
+		e.must(201, "POST", "/v1/tenants/"+e.tenantA+"/keys", adminKey, `{"user":"`+u.ID+`"}`).json(t, &k)
+		second := e.mustSignIn(k.Secret)
+		if p := second.post("/console/runs/"+id+"/approve", nil); p.code != 303 {
+			t.Fatalf("the second approver's approval: %d %s", p.code, p.body)
+		}
+		e.wait(id, e.keys["member"], 30*time.Second)
+		q = sub.get("/console/approvals").body
+		if !strings.Contains(q, `data-run="`+id+`"`) || !strings.Contains(q, `class="risk-tier"`) || strings.Contains(q, `action="/console/runs/`+id+`/review/accept"`) {
+			t.Errorf("the submitter's queue: their finished run missing, or an accept form offered:\n%s", q)
+		}
+		apiAccept := e.do("POST", "/v1/runs/"+id+"/review/accept", e.keys["approver"], "")
+		if p := sub.post("/console/runs/"+id+"/review/accept", nil); p.code != 403 || apiAccept.code != 403 {
+			t.Errorf("the submitter's accept: console %d, API %d; want 403 both", p.code, apiAccept.code)
+		}
+		if q := second.get("/console/approvals").body; !strings.Contains(q, `action="/console/runs/`+id+`/review/accept"`) {
+			t.Errorf("the second approver is not offered the accept form:\n%s", q)
+		}
+		if p := second.post("/console/runs/"+id+"/review/accept", url.Values{"reason": {"fine"}}); p.code != 303 {
+			t.Errorf("the second approver's accept: %d %s", p.code, p.body)
+		}
+		var rv struct{ State string }
+		e.must(200, "GET", "/v1/runs/"+id+"/review", e.keys["member"], "").json(t, &rv)
+		if rv.State != store.ReviewAccepted {
+			t.Errorf("the review is %s after the console's accept", rv.State)
+		}
+
 		// the CSRF token is required on the decision forms too
 		sub.csrf = strings.Repeat("0", 64)
 		id3 := e.submit(e.keys["member"])
@@ -262,6 +294,17 @@ func TestConsoleGateIndependence(t *testing.T) {
 		e.must(200, "GET", "/v1/runs/"+id3, e.keys["member"], "").json(t, &run)
 		if run.State != store.StatePending {
 			t.Fatalf("the run is %s after a refused forged approval", run.State)
+		}
+
+		// the project's author may not approve its runs either
+		e.must(200, "PUT", "/v1/projects/p", e.keys["approver"], projectFor("true"))
+		id5 := e.submit(e.keys["member"])
+		author := e.mustSignIn(e.keys["approver"])
+		if p := author.get("/console/runs/" + id5).body; strings.Contains(p, `id="approve"`) {
+			t.Error("the author is offered the approve form")
+		}
+		if p := author.post("/console/runs/"+id5+"/approve", nil); p.code != 403 || !strings.Contains(p.body, "the author of a run") {
+			t.Errorf("the author's forged approval: %d %s", p.code, p.body)
 		}
 	})
 }
