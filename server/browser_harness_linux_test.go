@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,10 +144,19 @@ func (tb *tab) note(s string) {
 	tb.mu.Unlock()
 }
 
+// errors is what the tab's console recorded, but for the browser's own
+// request for /favicon.ico (made by every page load, whatever the page).
 func (tb *tab) errors() []string {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
-	return append([]string(nil), tb.errs...)
+	var out []string
+	for _, e := range tb.errs {
+		if strings.Contains(e, "/favicon.ico: ") {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // do runs actions with a deadline; a failure names the tab, the step and
