@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,7 +28,7 @@ import (
 // only place routes are registered (New), so the live router and
 // Routes() are one list; docs/security/authz-surface.json must match it.
 func (s *Server) table() []Route {
-	return []Route{
+	return append([]Route{
 		{"GET", "/healthz", GuardPublic, s.healthz},
 		{"GET", "/readyz", GuardPublic, s.readyz},
 		{"GET", "/openapi.json", GuardPublic, s.openapi},
@@ -70,7 +71,7 @@ func (s *Server) table() []Route {
 
 		{"GET", "/v1/audit.pub", GuardPublic, s.auditPub},
 		{"GET", "/v1/audit/export", GuardTenantOrAdmin, s.auditExport},
-	}
+	}, s.consoleTable()...)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -568,49 +569,94 @@ func writeRunWithSnapshot(w http.ResponseWriter, v runView, snap []byte) {
 
 // approve is the sole execution trigger: it queues the run.
 func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
+	run, ae := s.approveRun(r, r.PathValue("run"), "")
+	if ae != nil {
+		s.fail(w, r, ae)
+		return
+	}
+	writeJSON(w, 200, s.view(run))
+}
+
+// approveRun approves a run as the request's principal and queues it:
+// the one approval path, the API's and the console's. reason, when not
+// "", is recorded in the audit record (the console's form asks for one).
+// Gate independence is the store's (store.Approve's conditional update).
+func (s *Server) approveRun(r *http.Request, id, reason string) (*store.Run, *apiError) {
 	p := tenantOf(r)
-	id := r.PathValue("run")
+	if ae := checkReason(reason); ae != nil {
+		return nil, ae
+	}
 	run, err := s.store.Run(r.Context(), p.TenantID, id)
 	if err != nil {
-		s.fail(w, r, storeError(err, "run"))
-		return
+		return nil, storeError(err, "run")
 	}
 	// The project must still pass against the current ceiling.
 	t, err := s.store.Tenant(r.Context(), p.TenantID)
 	if err != nil {
-		s.fail(w, r, storeError(err, "tenant"))
-		return
+		return nil, storeError(err, "tenant")
 	}
 	if err := checkSnapshot(run.Config, t.Ceiling, s.cfg.MaxWall); err != nil {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run's task no longer passes its checks: " + err.Error()})
-		return
+		return nil, &apiError{Code: 409, Msg: "the run's task no longer passes its checks: " + err.Error()}
 	}
-	if err := s.audited(r, p.TenantID, "run.approve", func() map[string]any { return map[string]any{"run": id} },
+	if err := s.audited(r, p.TenantID, "run.approve", func() map[string]any { return withReason(map[string]any{"run": id}, reason) },
 		func(ctx context.Context) error { return s.store.Approve(ctx, p.TenantID, id, p.UserID) }); err != nil {
-		s.fail(w, r, storeError(err, "run"))
-		return
+		return nil, storeError(err, "run")
 	}
 	if err := s.queue.enqueue(r.Context(), id); err != nil {
 		// The run is queued in the store; the queue's sweep (and recovery
 		// at the next start) enqueues it again, so it is not lost.
-		s.fail(w, r, &apiError{Code: 503, Msg: "approved, but the queue did not take it now; it is queued again within 30 seconds", Err: err})
-		return
+		return nil, &apiError{Code: 503, Msg: "approved, but the queue did not take it now; it is queued again within 30 seconds", Err: err}
 	}
 	s.metrics.run("approved")
-	run, _ = s.store.Run(r.Context(), p.TenantID, id)
-	writeJSON(w, 200, s.view(run))
+	run, err = s.store.Run(r.Context(), p.TenantID, id)
+	if err != nil {
+		return nil, storeError(err, "run")
+	}
+	return run, nil
 }
 
 func (s *Server) reject(w http.ResponseWriter, r *http.Request) {
-	p := tenantOf(r)
-	if err := s.audited(r, p.TenantID, "run.reject", func() map[string]any { return map[string]any{"run": r.PathValue("run")} },
-		func(ctx context.Context) error { return s.store.Reject(ctx, p.TenantID, r.PathValue("run"), p.UserID) }); err != nil {
-		s.fail(w, r, storeError(err, "run"))
+	run, ae := s.rejectRun(r, r.PathValue("run"), "")
+	if ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
-	s.metrics.run("rejected")
-	run, _ := s.store.Run(r.Context(), p.TenantID, r.PathValue("run"))
 	writeJSON(w, 200, s.view(run))
+}
+
+// rejectRun rejects a run as the request's principal: the API's and the
+// console's one path.
+func (s *Server) rejectRun(r *http.Request, id, reason string) (*store.Run, *apiError) {
+	p := tenantOf(r)
+	if ae := checkReason(reason); ae != nil {
+		return nil, ae
+	}
+	if err := s.audited(r, p.TenantID, "run.reject", func() map[string]any { return withReason(map[string]any{"run": id}, reason) },
+		func(ctx context.Context) error { return s.store.Reject(ctx, p.TenantID, id, p.UserID) }); err != nil {
+		return nil, storeError(err, "run")
+	}
+	s.metrics.run("rejected")
+	run, err := s.store.Run(r.Context(), p.TenantID, id)
+	if err != nil {
+		return nil, storeError(err, "run")
+	}
+	return run, nil
+}
+
+// checkReason checks a decision's reason: at most maxReason bytes, no
+// control characters but newlines.
+func checkReason(reason string) *apiError {
+	if len(reason) > maxReason || strings.ContainsFunc(reason, isControl) {
+		return &apiError{Code: 400, Msg: fmt.Sprintf("reason: at most %d bytes, no control characters", maxReason)}
+	}
+	return nil
+}
+
+func withReason(m map[string]any, reason string) map[string]any {
+	if reason != "" {
+		m["reason"] = reason
+	}
+	return m
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
