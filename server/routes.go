@@ -71,7 +71,7 @@ func (s *Server) table() []Route {
 
 		{"GET", "/v1/audit.pub", GuardPublic, s.auditPub},
 		{"GET", "/v1/audit/export", GuardTenantOrAdmin, s.auditExport},
-	}, s.consoleTable()...)
+	}, append(s.consoleTable(), s.consolePagesTable()...)...)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
