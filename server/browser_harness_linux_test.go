@@ -97,18 +97,31 @@ func newBrowser(t *testing.T, w, h int) *browser {
 // exceptions and browser log recorded.
 type tab struct {
 	b    *browser
+	t    *testing.T // the (sub)test the tab's steps fail
 	name string
 	ctx  context.Context
 	w, h int64 // the viewport
+	log  *consoleLog
+}
+
+// consoleLog is what a tab's console recorded.
+type consoleLog struct {
 	mu   sync.Mutex
 	errs []string // guarded by mu
+}
+
+// in returns the tab for use in the subtest t: its failures fail t.
+func (tb *tab) in(t *testing.T) *tab {
+	c := *tb
+	c.t = t
+	return &c
 }
 
 func (b *browser) newTab(name string) *tab {
 	b.t.Helper()
 	ctx, cancel := chromedp.NewContext(b.root, chromedp.WithNewBrowserContext())
 	b.t.Cleanup(cancel)
-	tb := &tab{b: b, name: name, ctx: ctx, w: b.w, h: b.h}
+	tb := &tab{b: b, t: b.t, name: name, ctx: ctx, w: b.w, h: b.h, log: &consoleLog{}}
 	stuck := time.AfterFunc(20*time.Second, cancel)
 	err := chromedp.Do(ctx, chromedp.EmulateViewport(b.w, b.h))
 	if !stuck.Stop() {
@@ -133,24 +146,24 @@ func (b *browser) newTab(name string) *tab {
 
 // viewport changes the tab's viewport (a phone's width, say).
 func (tb *tab) viewport(w, h int64, opts ...chromedp.EmulateViewportOption) {
-	tb.b.t.Helper()
+	tb.t.Helper()
 	tb.do(fmt.Sprintf("viewport %dx%d", w, h), 10*time.Second, chromedp.EmulateViewport(w, h, opts...))
 	tb.w, tb.h = w, h
 }
 
 func (tb *tab) note(s string) {
-	tb.mu.Lock()
-	tb.errs = append(tb.errs, s)
-	tb.mu.Unlock()
+	tb.log.mu.Lock()
+	tb.log.errs = append(tb.log.errs, s)
+	tb.log.mu.Unlock()
 }
 
 // errors is what the tab's console recorded, but for the browser's own
 // request for /favicon.ico (made by every page load, whatever the page).
 func (tb *tab) errors() []string {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
+	tb.log.mu.Lock()
+	defer tb.log.mu.Unlock()
 	var out []string
-	for _, e := range tb.errs {
+	for _, e := range tb.log.errs {
 		if strings.Contains(e, "/favicon.ico: ") {
 			continue
 		}
@@ -162,14 +175,16 @@ func (tb *tab) errors() []string {
 // do runs actions with a deadline; a failure names the tab, the step and
 // the page it was on.
 func (tb *tab) do(step string, within time.Duration, actions ...chromedp.Action[chromedp.Void]) {
-	tb.b.t.Helper()
+	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, within)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
-		tb.b.t.Fatalf("%s: %s (on %s): %v", tb.name, step, tb.location(), err)
+		tb.t.Fatalf("%s: %s (on %s): %v", tb.name, step, tb.location(), err)
 	}
 }
 
+// location is the tab's page and the start of its text, for a failure's
+// message.
 func (tb *tab) location() string {
 	ctx, cancel := context.WithTimeout(tb.ctx, 2*time.Second)
 	defer cancel()
@@ -177,17 +192,18 @@ func (tb *tab) location() string {
 	if err != nil {
 		return "an unknown page: " + err.Error()
 	}
-	return loc
+	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 400) : ""`))
+	return fmt.Sprintf("%s, reading %q", loc, text)
 }
 
 // get runs one action that returns a value, with a deadline.
 func get[T any](tb *tab, step string, within time.Duration, a chromedp.Action[T]) T {
-	tb.b.t.Helper()
+	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, within)
 	defer cancel()
 	v, err := chromedp.Run(ctx, a)
 	if err != nil {
-		tb.b.t.Fatalf("%s: %s (on %s): %v", tb.name, step, tb.location(), err)
+		tb.t.Fatalf("%s: %s (on %s): %v", tb.name, step, tb.location(), err)
 	}
 	return v
 }
@@ -209,14 +225,14 @@ func shots(t *testing.T) string {
 // rendered: the PNG decodes, has the viewport's size, and is not one
 // colour.
 func (tb *tab) screenshot(dir, name string) string {
-	tb.b.t.Helper()
+	tb.t.Helper()
 	buf := get(tb, "screenshot "+name, 15*time.Second, chromedp.CaptureScreenshot())
 	if err := checkRendered(buf, tb.w, tb.h); err != nil {
-		tb.b.t.Fatalf("%s: screenshot %s: %v", tb.name, name, err)
+		tb.t.Fatalf("%s: screenshot %s: %v", tb.name, name, err)
 	}
 	p := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(p, buf, 0o644); err != nil {
-		tb.b.t.Fatal(err)
+		tb.t.Fatal(err)
 	}
 	return p
 }
