@@ -54,12 +54,12 @@ const (
 	ConsoleCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
-// consoleTemplates is one template set per page: layout.html with the
-// page's file. Every file in console/templates other than layout.html is
-// a page, named by its file name.
+// consoleTemplates is one template set per page: layout.html and the
+// shared partials (_*.html) with the page's file. Every other file in
+// console/templates is a page, named by its file name.
 var consoleTemplates = func() map[string]*template.Template {
 	funcs := template.FuncMap{"visible": visible, "age": ageOf}
-	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(consoleFS, "console/templates/layout.html"))
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(consoleFS, "console/templates/layout.html", "console/templates/_*.html"))
 	names, err := fs.Glob(consoleFS, "console/templates/*.html")
 	if err != nil {
 		panic(err)
@@ -67,7 +67,7 @@ var consoleTemplates = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
 	for _, n := range names {
 		base := path.Base(n)
-		if base == "layout.html" {
+		if base == "layout.html" || strings.HasPrefix(base, "_") {
 			continue
 		}
 		out[base] = template.Must(template.Must(layout.Clone()).ParseFS(consoleFS, n))
@@ -84,6 +84,15 @@ func (s *Server) consoleTable() []Route {
 		{"POST", "/console/logout", GuardTenantOrAdmin, s.consoleLogout},
 		{"GET", "/console/static/{file}", GuardPublic, s.consoleStatic},
 		{"GET", "/console/runs", GuardTenantOrAdmin, s.consoleRuns},
+		{"GET", "/console/runs/{run}", GuardTenantOrAdmin, s.consoleRunPage},
+		{"GET", "/console/runs/{run}/events", GuardTenantOrAdmin, s.consoleRunEvents},
+		{"GET", "/console/runs/{run}/journal", GuardTenantOrAdmin, s.consoleJournal},
+		{"GET", "/console/runs/{run}/evidence", GuardTenantOrAdmin, s.consoleEvidence},
+		{"GET", "/console/approvals", GuardUser, s.consoleApprovals},
+		{"POST", "/console/runs/{run}/approve", GuardApprover, s.consoleApprove},
+		{"POST", "/console/runs/{run}/reject", GuardApprover, s.consoleReject},
+		{"POST", "/console/runs/{run}/review/accept", GuardApprover, s.consoleAccept},
+		{"POST", "/console/runs/{run}/review/decline", GuardApprover, s.consoleDecline},
 	}
 }
 

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cordon-dev/cordon/server"
 )
@@ -46,6 +48,14 @@ func (c *console) req(method, path string, form url.Values, hdr ...string) page 
 	if err != nil {
 		c.e.t.Fatal(err)
 	}
+	stream := strings.Contains(path, "/events")
+	if stream {
+		// an event stream runs while the run does: read what comes
+		// within a moment
+		ctx, cancel := context.WithTimeout(c.e.t.(*testing.T).Context(), time.Second)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	if form != nil {
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
@@ -60,7 +70,7 @@ func (c *console) req(method, path string, form url.Values, hdr ...string) page 
 		c.e.t.Fatal(err)
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
+	b, _ := io.ReadAll(res.Body) // a stream's read ends with the context
 	return page{res.StatusCode, res.Header, string(b)}
 }
 

@@ -701,17 +701,9 @@ func (s *Server) serveEvidence(w http.ResponseWriter, r *http.Request, which, ct
 		s.fail(w, r, storeError(err, "run"))
 		return
 	}
-	if !store.Terminal(run.State) {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run has not ended (state " + run.State + "); its evidence is stored when it does"})
-		return
-	}
-	b, err := s.store.Evidence(r.Context(), run.TenantID, run.ID, which)
-	if errors.Is(err, store.ErrNotFound) {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run left no evidence (state " + run.State + ")"})
-		return
-	}
-	if err != nil {
-		s.fail(w, r, storeError(err, "run"))
+	b, ae := s.storedEvidence(r.Context(), run, which)
+	if ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
 	w.Header().Set("Content-Type", ctype)
@@ -720,6 +712,22 @@ func (s *Server) serveEvidence(w http.ResponseWriter, r *http.Request, which, ct
 		w.Header().Set("Content-Disposition", `attachment; filename="`+run.ID+ext+`"`)
 	}
 	w.Write(b)
+}
+
+// storedEvidence is a run's stored journal or record: the API's and the
+// console's downloads.
+func (s *Server) storedEvidence(ctx context.Context, run *store.Run, which string) ([]byte, *apiError) {
+	if !store.Terminal(run.State) {
+		return nil, &apiError{Code: 409, Msg: "the run has not ended (state " + run.State + "); its evidence is stored when it does"}
+	}
+	b, err := s.store.Evidence(ctx, run.TenantID, run.ID, which)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &apiError{Code: 409, Msg: "the run left no evidence (state " + run.State + ")"}
+	}
+	if err != nil {
+		return nil, storeError(err, "run")
+	}
+	return b, nil
 }
 
 // writeTar writes dir as a gzipped tar under prefix: regular files and
