@@ -34,10 +34,12 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/cordon-dev/cordon/redact"
 	"github.com/cordon-dev/cordon/store"
 )
 
@@ -319,6 +321,18 @@ func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, code int, na
 		code = 200
 	}
 	pg.Code = code
+	pool := s.Pool()
+	if !reveal {
+		// Every string is masked before it is escaped (a secret holding
+		// '&' or '<' would not be found in the escaped page), and the page
+		// again after (the shapes, across the template's own text).
+		v := reflect.ValueOf(&pg).Elem()
+		if err := maskStrings(pool, v); err != nil {
+			s.withheldPage(w)
+			return
+		}
+		pg = v.Interface().(consolePage)
+	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", pg); err != nil {
 		s.log.ErrorContext(r.Context(), "console template", "page", name, "err", err.Error())
@@ -327,11 +341,9 @@ func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, code int, na
 	}
 	out := buf.String()
 	if !reveal {
-		m, err := s.Pool().String(out)
+		m, err := pool.String(out)
 		if err != nil {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(500)
-			w.Write([]byte("the page was withheld: the operator configured secrets to mask, but none resolved (redaction pool empty); fix the server's --secrets configuration\n"))
+			s.withheldPage(w)
 			return
 		}
 		out = m
@@ -339,6 +351,67 @@ func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, code int, na
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	w.Write([]byte(out))
+}
+
+func (s *Server) withheldPage(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(500)
+	w.Write([]byte("the page was withheld: the operator configured secrets to mask, but none resolved (redaction pool empty); fix the server's --secrets configuration\n"))
+}
+
+// maskStrings masks, in place, every string v holds (v must be
+// settable): in structs' exported fields, pointers, slices, arrays,
+// interfaces and maps of strings. A value it cannot reach into (an
+// unexported field, a time) holds nothing a run wrote.
+func maskStrings(p *redact.Pool, v reflect.Value) error {
+	switch v.Kind() {
+	case reflect.String:
+		if v.CanSet() {
+			m, err := p.String(v.String())
+			if err != nil {
+				return err
+			}
+			v.SetString(m)
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return maskStrings(p, v.Elem())
+		}
+	case reflect.Interface:
+		if !v.IsNil() && v.CanSet() {
+			c := reflect.New(v.Elem().Type()).Elem()
+			c.Set(v.Elem())
+			if err := maskStrings(p, c); err != nil {
+				return err
+			}
+			v.Set(c)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				if err := maskStrings(p, v.Field(i)); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if err := maskStrings(p, v.Index(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if v.Type().Elem().Kind() == reflect.String && v.Type().Key().Kind() == reflect.String {
+			for _, k := range v.MapKeys() {
+				m, err := p.String(v.MapIndex(k).String())
+				if err != nil {
+					return err
+				}
+				v.SetMapIndex(k, reflect.ValueOf(m).Convert(v.Type().Elem()))
+			}
+		}
+	}
+	return nil
 }
 
 // consoleFail renders an error page: the API's safe message, the detail

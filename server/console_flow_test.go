@@ -273,8 +273,9 @@ func TestConsoleGateIndependence(t *testing.T) {
 func TestConsoleRedacts(t *testing.T) {
 	dir := t.TempDir()
 	tok := "ghp_" + strings.Repeat("A1b2", 9)
-	x := &hostileExec{dir: dir, out: "out.txt", extra: " secret " + opSecret + " token " + tok}
-	e := newEnv(t, envOpts{dir: dir, exec: x, secrets: []string{opSecret}, configured: 1})
+	htmlSecret := `op<secret>&"value'+123`
+	x := &hostileExec{dir: dir, out: "out.txt", extra: " secret " + opSecret + " token " + tok + " html " + htmlSecret}
+	e := newEnv(t, envOpts{dir: dir, exec: x, secrets: []string{opSecret, htmlSecret}, configured: 2})
 	e.setup(projectFor("true"))
 	id := e.submit(e.keys["member"])
 	e.must(200, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
@@ -282,6 +283,14 @@ func TestConsoleRedacts(t *testing.T) {
 	p := e.mustSignIn(e.keys["member"]).get("/console/runs/" + id)
 	if p.code != 200 || strings.Contains(p.body, opSecret) || strings.Contains(p.body, tok) || !strings.Contains(p.body, "[redacted:") {
 		t.Errorf("the run page is not masked (%d):\n%s", p.code, p.body)
+	}
+	ev := e.mustSignIn(e.keys["member"]).get("/console/runs/" + id + "/events")
+	if !strings.Contains(ev.body, "event: entry") || strings.Contains(ev.body, opSecret) || strings.Contains(ev.body, tok) || strings.Contains(ev.body, `op\u003csecret`) {
+		t.Errorf("the event stream is not masked:\n%s", ev.body)
+	}
+	// a secret with characters the page escapes is masked before escaping
+	if strings.Contains(p.body, "op&lt;secret&gt;") || strings.Contains(p.body, "value&#39;&#43;123") {
+		t.Errorf("the escaped form of a secret is on the page:\n%s", p.body)
 	}
 
 	bad := newEnv(t, envOpts{configured: 2})

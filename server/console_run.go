@@ -15,6 +15,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -492,7 +494,13 @@ func (s *Server) consoleRunPage(w http.ResponseWriter, r *http.Request) {
 	if !pg.Ended {
 		pg.Events = fmt.Sprintf("/console/runs/%s/events?after=%d", run.ID, len(pg.Timeline))
 	} else {
-		pg.Verify = s.verifyEvidence(r.Context(), run)
+		v := *s.verifyEvidence(r.Context(), run) // a copy: the cache's is shared, and rendering masks in place
+		v.Checks = slices.Clone(v.Checks)
+		if v.Receipt != nil {
+			rc := *v.Receipt
+			v.Receipt = &rc
+		}
+		pg.Verify = &v
 		pg.Evidence = pg.Verify.Receipt != nil
 	}
 	s.render(w, r, 200, "run.html", "Run "+run.ID, "runs", pg)
@@ -568,8 +576,14 @@ func (s *Server) consoleRunEvents(w http.ResponseWriter, r *http.Request) {
 		j, err := s.runJournalBytes(r.Context(), run)
 		if err == nil {
 			for _, e := range parseTimeline(j, sent) {
+				// masked before it is encoded (JSON escapes a secret's
+				// quotes and brackets) and after
+				err := maskStrings(s.Pool(), reflect.ValueOf(&e).Elem())
 				b, _ := json.Marshal(e)
-				m, err := s.Pool().String(string(b))
+				var m string
+				if err == nil {
+					m, err = s.Pool().String(string(b))
+				}
 				if err != nil { // the pool fails loud: nothing more is sent
 					fmt.Fprint(bw, "event: end\ndata: withheld: the redaction pool is empty\n\n")
 					bw.Flush()
