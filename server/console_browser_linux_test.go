@@ -55,19 +55,15 @@ func taskOf(task string, commands, outputs []string, session string) string {
 "budgets":{"max_turns":10,"max_model_calls":10,"max_input_tokens":100000,"max_output_tokens":10000,"wall_ms":120000,"max_loops":0,"max_pending_tasks":0}},"files":` + string(f) + `}`
 }
 
-// consoleProject has three tasks: "t" says hello and finishes; "ask"
-// asks the operator a question through the mailbox tool and then waits
-// in a sleep; "evil" puts the hostile strings into everything a run
-// writes that a page shows: its task text (the plan), commands' text run
-// and refused (one a terminal title escape), a refused file name, a
-// mailbox message, its summary, and a file's content (its change).
+// consoleProject has two tasks: "t" says hello and finishes; "evil"
+// puts the hostile strings into everything a run writes that a page
+// shows: its task text (the plan), commands' text run and refused (one a
+// terminal title escape), a refused file name, a mailbox message, its
+// summary, and a file's content (its change).
 func consoleProject() string {
 	hostile := strings.Join([]string{pwnScript, pwnAttr, pwnLink}, "\n")
 	t := taskOf("Say hello.", []string{"echo"}, []string{},
 		replayOf(`"name":"run","input":{"argv":["echo","hello"]}`, `"name":"finish","input":{"summary":"said hello"}`))
-	ask := taskOf("Ask, then wait.", []string{"sleep"}, []string{},
-		replayOf(`"name":"mailbox","input":{"action":"post","text":"Which branch should I use?"}`,
-			`"name":"run","input":{"argv":["sleep","30"]}`, `"name":"finish","input":{"summary":"waited"}`))
 	evil := taskOf(hostile, []string{"echo"}, []string{"out.txt"},
 		replayOf(`"name":"write","input":{"path":"out.txt","content":`+jsonString(hostile+"\n"+pwnTitle+"\n")+`}`,
 			`"name":"run","input":{"argv":["echo",`+jsonString(pwnLink)+`]}`,
@@ -76,7 +72,7 @@ func consoleProject() string {
 			`"name":"write","input":{"path":`+jsonString(pwnAttr+".txt")+`,"content":"x"}`,
 			`"name":"mailbox","input":{"action":"post","text":`+jsonString(hostile)+`}`,
 			`"name":"finish","input":{"summary":`+jsonString(hostile)+`}`))
-	return `{"tasks":{"t":` + t + `,"ask":` + ask + `,"evil":` + evil + `}}`
+	return `{"tasks":{"t":` + t + `,"evil":` + evil + `}}`
 }
 
 // signIn signs the tab in with key on the console's own form.
@@ -149,18 +145,6 @@ func (tb *tab) fetch(href string) []byte {
 		tb.t.Fatal(err)
 	}
 	return b
-}
-
-// waitAPI polls the API until ok says the condition holds.
-func waitAPI(t *testing.T, what string, within time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // TestConsoleInBrowser drives the console in headless Chromium: sign-in,
@@ -251,15 +235,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 
 	t.Run("mailbox reply", func(t *testing.T) {
-		member, e := member.in(t), withT(e, t)
-		var r struct{ ID string }
-		e.must(201, "POST", "/v1/projects/p/runs", e.keys["member"], `{"task":"ask"}`).json(t, &r)
-		e.must(200, "POST", "/v1/runs/"+r.ID+"/approve", e.keys["approver"], "")
-		waitAPI(t, "the agent's question", 30*time.Second, func() bool {
-			res := e.do("GET", "/v1/runs/"+r.ID+"/mailbox", e.keys["member"], "")
-			return res.code == 200 && strings.Contains(string(res.body), "Which branch")
-		})
-		member.open(e.url, "/console/runs/"+r.ID+"/mailbox", `#messages .message[data-from="agent"]`)
+		// A run held running by a fake executor on a second server, its
+		// question posted as the agent's side does (agent/mailbox): a real
+		// run's commands cannot be held open in the rootless pass, where
+		// the sandbox refuses them without a delegated cgroup.
+		f := newFake()
+		f.block = true
+		e2 := newEnv(t, envOpts{exec: f})
+		e2.setup(projectFor("true"))
+		id, ws := runningRun(t, e2)
+		if _, err := mailbox.Post(ws, mailbox.FromAgent, "Which branch should I use?", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		member := b.newTab("member on the second server").in(t)
+		member.signIn(e2.url, e2.keys["member"])
+		member.open(e2.url, "/console/runs/"+id+"/mailbox", `#messages .message[data-from="agent"]`)
 		if m := member.text(`#messages .message[data-from="agent"]`); !strings.Contains(m, "Which branch should I use?") {
 			t.Fatalf("the agent's message reads %q", m)
 		}
@@ -269,12 +259,12 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("the reply reads %q", m)
 		}
 		member.screenshot(dir, "mailbox")
-		var box struct{ Operator []mailbox.Message }
-		e.must(200, "GET", "/v1/runs/"+r.ID+"/mailbox", e.keys["member"], "").json(t, &box)
-		if len(box.Operator) != 1 || box.Operator[0].Text != "Use main, please." {
-			t.Fatalf("the mailbox holds %+v", box.Operator)
+		got, err := mailbox.List(ws, mailbox.FromOperator)
+		if err != nil || len(got) != 1 || got[0].Text != "Use main, please." {
+			t.Fatalf("the agent's side reads %+v, %v", got, err)
 		}
-		e.must(202, "POST", "/v1/runs/"+r.ID+"/cancel", e.keys["member"], "")
+		e2.must(202, "POST", "/v1/runs/"+id+"/cancel", e2.keys["member"], "")
+		e2.wait(id, e2.keys["member"], 10*time.Second)
 	})
 
 	t.Run("audit export", func(t *testing.T) {
