@@ -71,7 +71,7 @@ func (s *Server) table() []Route {
 
 		{"GET", "/v1/audit.pub", GuardPublic, s.auditPub},
 		{"GET", "/v1/audit/export", GuardTenantOrAdmin, s.auditExport},
-	}, s.consoleTable()...)
+	}, append(s.consoleTable(), s.consolePagesTable()...)...)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -115,26 +115,34 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 400, Msg: "tenant: " + err.Error()})
 		return
 	}
-	if !validName(req.Name) {
-		s.fail(w, r, &apiError{Code: 400, Msg: fmt.Sprintf("tenant name %q: use 1 to 64 of a-z, 0-9, '-' and '_'", req.Name)})
-		return
-	}
-	if _, err := grant.Parse(req.Ceiling); err != nil {
-		s.fail(w, r, &apiError{Code: 400, Msg: "ceiling: " + err.Error(), Hint: "the ceiling is a grant set (docs/sandbox.md)"})
-		return
-	}
-	var t *store.Tenant
-	err := s.audited(r, "", "tenant.create", func() map[string]any {
-		return map[string]any{"tenant": t.ID, "name": t.Name, "ceiling": canon.Sum(req.Ceiling).String()}
-	}, func(ctx context.Context) (err error) {
-		t, err = s.store.CreateTenant(ctx, req.Name, req.Ceiling)
-		return err
-	})
-	if err != nil {
-		s.fail(w, r, storeError(err, "tenant"))
+	t, ae := s.newTenant(r, req.Name, req.Ceiling)
+	if ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
 	writeJSON(w, 201, tenantView{t, t.Ceiling})
+}
+
+// newTenant creates a tenant with a ceiling, audited: the API's and the
+// console's one path.
+func (s *Server) newTenant(r *http.Request, name string, ceiling []byte) (*store.Tenant, *apiError) {
+	if !validName(name) {
+		return nil, &apiError{Code: 400, Msg: fmt.Sprintf("tenant name %q: use 1 to 64 of a-z, 0-9, '-' and '_'", name)}
+	}
+	if _, err := grant.Parse(ceiling); err != nil {
+		return nil, &apiError{Code: 400, Msg: "ceiling: " + err.Error(), Hint: "the ceiling is a grant set (docs/sandbox.md)"}
+	}
+	var t *store.Tenant
+	err := s.audited(r, "", "tenant.create", func() map[string]any {
+		return map[string]any{"tenant": t.ID, "name": t.Name, "ceiling": canon.Sum(ceiling).String()}
+	}, func(ctx context.Context) (err error) {
+		t, err = s.store.CreateTenant(ctx, name, ceiling)
+		return err
+	})
+	if err != nil {
+		return nil, storeError(err, "tenant")
+	}
+	return t, nil
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
@@ -233,20 +241,31 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var k *store.Key
-	var secret string
-	err := s.audited(r, r.PathValue("tenant"), "key.create", func() map[string]any {
-		return map[string]any{"key": k.ID, "user": k.UserID}
-	}, func(ctx context.Context) (err error) {
-		k, secret, err = s.store.CreateKey(ctx, r.PathValue("tenant"), req.User)
-		return err
-	})
-	if err != nil {
-		s.fail(w, r, storeError(err, "tenant or user"))
+	k, secret, ae := s.newKey(r, r.PathValue("tenant"), req.User)
+	if ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
 	revealToCaller(r) // the new key, shown once to the operator who made it
 	writeJSON(w, 201, keyView{k, secret, shownOnce})
+}
+
+// newKey creates a key of a tenant (for one of its users when user is
+// not ""), audited: the API's and the console's one path. The secret is
+// returned once; the store keeps only its hash.
+func (s *Server) newKey(r *http.Request, tenant, user string) (*store.Key, string, *apiError) {
+	var k *store.Key
+	var secret string
+	err := s.audited(r, tenant, "key.create", func() map[string]any {
+		return map[string]any{"key": k.ID, "user": k.UserID}
+	}, func(ctx context.Context) (err error) {
+		k, secret, err = s.store.CreateKey(ctx, tenant, user)
+		return err
+	})
+	if err != nil {
+		return nil, "", storeError(err, "tenant or user")
+	}
+	return k, secret, nil
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
@@ -259,15 +278,24 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if err := s.audited(r, r.PathValue("tenant"), "key.revoke", func() map[string]any {
-		return map[string]any{"key": r.PathValue("key")}
-	}, func(ctx context.Context) error {
-		return s.store.RevokeKey(ctx, r.PathValue("tenant"), r.PathValue("key"))
-	}); err != nil {
-		s.fail(w, r, storeError(err, "unrevoked key"))
+	if ae := s.revokeTenantKey(r, r.PathValue("tenant"), r.PathValue("key")); ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
 	writeJSON(w, 200, map[string]string{"key": r.PathValue("key"), "status": "revoked"})
+}
+
+// revokeTenantKey revokes a tenant's key, audited: the API's and the
+// console's one path.
+func (s *Server) revokeTenantKey(r *http.Request, tenant, key string) *apiError {
+	if err := s.audited(r, tenant, "key.revoke", func() map[string]any {
+		return map[string]any{"key": key}
+	}, func(ctx context.Context) error {
+		return s.store.RevokeKey(ctx, tenant, key)
+	}); err != nil {
+		return storeError(err, "unrevoked key")
+	}
+	return nil
 }
 
 func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
@@ -785,20 +813,28 @@ func (s *Server) runWorkspace(r *http.Request) (*store.Run, string, *apiError) {
 // mailboxList returns the run's mailbox: the agent's messages and the
 // replies of the tenant's users (agent/mailbox).
 func (s *Server) mailboxList(w http.ResponseWriter, r *http.Request) {
-	_, ws, ae := s.runWorkspace(r)
+	agent, op, ae := s.mailboxRead(r)
 	if ae != nil {
 		s.fail(w, r, ae)
 		return
 	}
+	writeJSON(w, 200, map[string]any{"agent": agent, "operator": op})
+}
+
+// mailboxRead reads the request's run's mailbox, both senders' logs: the
+// API's and the console's one path.
+func (s *Server) mailboxRead(r *http.Request) (agent, op []mailbox.Message, ae *apiError) {
+	_, ws, ae := s.runWorkspace(r)
+	if ae != nil {
+		return nil, nil, ae
+	}
 	agent, err := mailbox.List(ws, mailbox.FromAgent)
 	if err != nil {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err})
-		return
+		return nil, nil, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err}
 	}
-	op, err := mailbox.List(ws, mailbox.FromOperator)
+	op, err = mailbox.List(ws, mailbox.FromOperator)
 	if err != nil {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err})
-		return
+		return nil, nil, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err}
 	}
 	if agent == nil {
 		agent = []mailbox.Message{}
@@ -806,7 +842,7 @@ func (s *Server) mailboxList(w http.ResponseWriter, r *http.Request) {
 	if op == nil {
 		op = []mailbox.Message{}
 	}
-	writeJSON(w, 200, map[string]any{"agent": agent, "operator": op})
+	return agent, op, nil
 }
 
 // mailboxPost posts a user's reply to the agent. The text is the
@@ -825,30 +861,38 @@ func (s *Server) mailboxPost(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 400, Msg: "mailbox: " + err.Error() + " (a message has only the member \"text\")"})
 		return
 	}
-	run, ws, ae := s.runWorkspace(r)
+	m, ae := s.mailboxReply(r, req.Text)
 	if ae != nil {
 		s.fail(w, r, ae)
 		return
 	}
+	writeJSON(w, 201, m)
+}
+
+// mailboxReply posts the request's user's reply to the request's run:
+// the API's and the console's one path (the run must be running, the
+// text is checked by mailbox.Post, the reply is audited).
+func (s *Server) mailboxReply(r *http.Request, text string) (mailbox.Message, *apiError) {
+	run, ws, ae := s.runWorkspace(r)
+	if ae != nil {
+		return mailbox.Message{}, ae
+	}
 	if store.Terminal(run.State) {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run has ended (state " + run.State + "); no one reads its mailbox"})
-		return
+		return mailbox.Message{}, &apiError{Code: 409, Msg: "the run has ended (state " + run.State + "); no one reads its mailbox"}
 	}
 	var m mailbox.Message
 	err := s.audited(r, run.TenantID, "mailbox.reply", func() map[string]any {
-		return map[string]any{"run": run.ID, "seq": m.Seq, "text": req.Text}
+		return map[string]any{"run": run.ID, "seq": m.Seq, "text": text}
 	}, func(context.Context) (err error) {
-		m, err = mailbox.Post(ws, mailbox.FromOperator, req.Text, time.Now())
+		m, err = mailbox.Post(ws, mailbox.FromOperator, text, time.Now())
 		return err
 	})
 	if errors.Is(err, mailbox.ErrInvalid) {
-		s.fail(w, r, &apiError{Code: 400, Msg: err.Error()})
-		return
+		return mailbox.Message{}, &apiError{Code: 400, Msg: err.Error()}
 	}
 	if err != nil {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the message could not be posted", Err: err})
-		return
+		return mailbox.Message{}, &apiError{Code: 409, Msg: "the message could not be posted", Err: err}
 	}
 	s.log.InfoContext(r.Context(), "mailbox reply", "run", run.ID, "user", tenantOf(r).UserID, "seq", m.Seq)
-	writeJSON(w, 201, m)
+	return m, nil
 }
