@@ -1,0 +1,228 @@
+package server_test
+
+// The console red team (docs/security/redteam-console.md): each test
+// demonstrates one finding and fails until it is fixed.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cordon-dev/cordon/store"
+)
+
+// journalExec writes the given journal entries into the run's workspace
+// (as the runner does) and finishes the run, so that the server stores
+// the journal as the run's evidence.
+type journalExec struct {
+	dir     string
+	entries []map[string]any // each {"type": …, "body": …}
+}
+
+func (x *journalExec) Execute(ctx context.Context, run *store.Run) store.Outcome {
+	writeJournal(x.dir, run.ID, x.entries)
+	zero := 0
+	return store.Outcome{State: store.StateFinished, ExitCode: &zero, Tier: "S2", Status: "finished"}
+}
+
+// writeJournal writes a journal of entries into run id's workspace under
+// dir (the server's state directory).
+func writeJournal(dir, id string, entries []map[string]any) {
+	p := filepath.Join(dir, "runs", id, "ws", ".cordon", "journal.jsonl")
+	os.MkdirAll(filepath.Dir(p), 0o700)
+	var j bytes.Buffer
+	enc := json.NewEncoder(&j) // one entry a line
+	enc.SetEscapeHTML(false)   // '<' as itself, as any JSON writer may
+	for i, e := range entries {
+		enc.Encode(map[string]any{"index": i, "type": e["type"], "body": e["body"]})
+	}
+	os.WriteFile(p, j.Bytes(), 0o600)
+}
+
+// finishedRun submits, approves and waits for a run of tenant a.
+func finishedRun(t *testing.T, e *env) string {
+	t.Helper()
+	id := e.submit(e.keys["member"])
+	e.must(200, "POST", "/v1/runs/"+id+"/approve", e.keys["approver"], "")
+	e.wait(id, e.keys["member"], 30*time.Second)
+	return id
+}
+
+// F1. TestRedteamConsoleAdminReadsTenantRuns: the API refuses the admin
+// key every read of a tenant's run (GET /v1/runs/{run}, its journal and
+// its evidence are the tenant guard: "the admin key holds no tenant, so
+// it cannot read … a tenant's runs", docs/server.md). The console's
+// routes for the same reads are tenant-or-admin, and consoleRun looks the
+// run up across tenants for the operator: a console session opened with
+// the admin key reads every tenant's run page (plan, full timeline:
+// commands and their output, model turns), downloads its journal and
+// evidence, and follows it live.
+func TestRedteamConsoleAdminReadsTenantRuns(t *testing.T) {
+	dir := t.TempDir()
+	secretOutput := "tenant-a-confidential-output"
+	e := newEnv(t, envOpts{dir: dir, exec: &journalExec{dir: dir, entries: []map[string]any{
+		{"type": "command", "body": map[string]any{"argv": []any{"cat", "customer.db"}, "exit": 0, "stdout": secretOutput}},
+	}}})
+	e.setup(projectFor("true"))
+	id := finishedRun(t, e)
+
+	// the API: the admin key reads none of it
+	for _, p := range []string{"/v1/runs/" + id, "/v1/runs/" + id + "/journal", "/v1/runs/" + id + "/evidence"} {
+		if r := e.do("GET", p, adminKey, ""); r.code != 403 {
+			t.Fatalf("API %s as the admin: %d, the premise is that the API refuses it", p, r.code)
+		}
+	}
+	// the console: the admin's session reads all of it
+	adm := e.mustSignIn(adminKey)
+	for _, p := range []string{"/console/runs/" + id, "/console/runs/" + id + "/journal", "/console/runs/" + id + "/evidence", "/console/runs/" + id + "/events"} {
+		got := adm.get(p)
+		if got.code == 200 {
+			t.Errorf("console %s as the admin: 200 (%d bytes), where the API's read is 403", p, len(got.body))
+		}
+		if strings.Contains(got.body, secretOutput) {
+			t.Errorf("console %s shows the admin tenant a's command output %q", p, secretOutput)
+		}
+	}
+}
+
+// F2. TestRedteamConsoleToolCallSecretUnmasked: the run page shows a
+// model turn's tool calls as JSON (json.MarshalIndent), made before the
+// redaction pool runs. JSON escapes < > & as \u003c \u003e \u0026 and " as
+// \", so an operator secret holding any of those characters no longer
+// matches the pool and is shown, trivially decodable, on the run page
+// and in the event stream.
+func TestRedteamConsoleToolCallSecretUnmasked(t *testing.T) {
+	dir := t.TempDir()
+	secret := `db<pass>&"word'+42` // an operator secret (TestConsoleRedacts' shape)
+	e := newEnv(t, envOpts{dir: dir, secrets: []string{secret}, configured: 1, exec: &journalExec{dir: dir, entries: []map[string]any{
+		{"type": "model.response", "body": map[string]any{"turn": 1, "stop_reason": "tool_use",
+			"tool_calls": []any{map[string]any{"name": "run", "input": map[string]any{"argv": []any{"psql", "--password=" + secret}}}}}},
+	}}})
+	e.setup(projectFor("true"))
+	id := finishedRun(t, e)
+	m := e.mustSignIn(e.keys["member"])
+	p := m.get("/console/runs/" + id)
+	if p.code != 200 {
+		t.Fatalf("run page: %d", p.code)
+	}
+	// the JSON form of the secret, as the page's text shows it
+	for _, leaked := range []string{`db\u003cpass\u003e\u0026`, `pass\u003e`, `word&#39;&#43;42`} {
+		if strings.Contains(p.body, leaked) {
+			t.Errorf("the run page shows the operator's secret JSON-escaped (%q); the pool did not mask it", leaked)
+		}
+	}
+	ev := m.get("/console/runs/" + id + "/events")
+	if strings.Contains(ev.body, `pass\\u003e`) || strings.Contains(ev.body, `word'+42`) {
+		t.Errorf("the event stream shows the operator's secret JSON-escaped:\n%s", ev.body)
+	}
+}
+
+// F3. TestRedteamConsoleClipCutsSecret: describe() clips a command's
+// output at 64 KiB (and a summary at 2000 bytes) before the page is
+// masked, so a secret that straddles the cut is shown up to the cut: the
+// pool matches only whole secrets (and a key shape only from its minimum
+// length), and the prefix before the " … (N more bytes)" mark is left as
+// it is. Here, 19 of the operator secret's 26 bytes.
+func TestRedteamConsoleClipCutsSecret(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "operator-secret-0123456789"
+	// "[stdout]\n" + pad + secret: the cut (64 KiB) falls 19 bytes into the secret
+	pad := strings.Repeat("x", 64<<10-len("[stdout]\n")-19)
+	e := newEnv(t, envOpts{dir: dir, secrets: []string{secret}, configured: 1, exec: &journalExec{dir: dir, entries: []map[string]any{
+		{"type": "command", "body": map[string]any{"argv": []any{"env"}, "exit": 0, "stdout": pad + secret + "\n"}},
+	}}})
+	e.setup(projectFor("true"))
+	id := finishedRun(t, e)
+	p := e.mustSignIn(e.keys["member"]).get("/console/runs/" + id)
+	if p.code != 200 {
+		t.Fatalf("run page: %d", p.code)
+	}
+	if i := strings.Index(p.body, secret[:19]+" … ("); i >= 0 {
+		t.Errorf("the run page shows %q, the first 19 bytes of the operator's secret, before the clip mark", secret[:19])
+	}
+}
+
+// F4. TestRedteamConsoleEventStreamsUnbounded: one signed-in member may
+// hold any number of event streams open at once; each lasts up to four
+// minutes and, every 250 ms, reads the run from the database and re-reads
+// and re-parses the whole live journal (up to 64 MiB, written by the run)
+// from its start. A few hundred streams from one session take every one
+// of the server's connections (MaxConns, 1024, shared with the API) and
+// its CPU and disk.
+func TestRedteamConsoleEventStreamsUnbounded(t *testing.T) {
+	f := newFake()
+	f.block = true
+	e := newEnv(t, envOpts{exec: f})
+	e.setup(projectFor("true"))
+	id, _ := runningRun(t, e)
+	m := e.mustSignIn(e.keys["member"])
+	const n = 40
+	var mu sync.Mutex
+	open := 0
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/console/runs/"+id+"/events", nil)
+			req.AddCookie(m.cookie)
+			res, err := (&http.Transport{}).RoundTrip(req) // a connection of its own, as a browser's tabs may
+			if err != nil {
+				return
+			}
+			if res.StatusCode == 200 && res.Header.Get("Content-Type") == "text/event-stream" {
+				mu.Lock()
+				open++
+				mu.Unlock()
+			}
+			// keep it open
+			go func() { <-ctx.Done(); res.Body.Close() }()
+		}()
+	}
+	wg.Wait()
+	if open > 8 {
+		t.Errorf("one session holds %d event streams open at once (of %d asked); want a small per-session (and global) cap, the rest refused (429)", open, n)
+	}
+}
+
+// F5. TestRedteamConsoleRunPageUnbounded: the run page renders every
+// journal entry, however many (the stored journal has no bound; the live
+// one is read up to 64 MiB from the run's workspace), each up to 64 KiB
+// of detail, escaped: a journal of '<' grows fourfold ("&lt;"). A run
+// that writes a 4 MiB journal makes every view of its page (by any user
+// of the tenant, or the admin) a page of over 16 MiB, built in memory,
+// masked twice and sent; 64 MiB makes it a quarter of a gigabyte.
+func TestRedteamConsoleRunPageUnbounded(t *testing.T) {
+	f := newFake()
+	f.block = true
+	e := newEnv(t, envOpts{exec: f})
+	e.setup(projectFor("true"))
+	id, _ := runningRun(t, e)
+	chunk := strings.Repeat("<", 60<<10)
+	var entries []map[string]any
+	for range 64 { // ~3.9 MiB of journal
+		entries = append(entries, map[string]any{"type": "command", "body": map[string]any{"argv": []any{"cat"}, "exit": 0, "stdout": chunk}})
+	}
+	writeJournal(e.dir, id, entries)
+	fi, err := os.Stat(filepath.Join(e.dir, "runs", id, "ws", ".cordon", "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.mustSignIn(e.keys["member"]).get("/console/runs/" + id)
+	if p.code != 200 {
+		t.Fatalf("run page: %d", p.code)
+	}
+	if len(p.body) > 2<<20 {
+		t.Errorf("a %d-byte journal makes a %d-byte run page (%.1fx); want the page bounded (the timeline paged or cut, the rest a link to the journal)",
+			fi.Size(), len(p.body), float64(len(p.body))/float64(fi.Size()))
+	}
+}
