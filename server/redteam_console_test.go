@@ -329,3 +329,29 @@ func TestRedteamConsoleNoHSTS(t *testing.T) {
 		t.Errorf("the sign-in page over TLS has no Strict-Transport-Security header")
 	}
 }
+
+// F9. TestRedteamConsoleSessionsUnbounded: every sign-in adds a row to
+// console_sessions and nothing ever removes one (sign-out and expiry only
+// mark it); a key may hold any number of live sessions at once. A holder
+// of any user's key (or a script replaying a leaked one) grows the table
+// without bound, and a user cannot end "every other session" after a
+// laptop is lost: each copied cookie lives its full 12 hours unless the
+// key itself is revoked.
+func TestRedteamConsoleSessionsUnbounded(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.setup(projectFor("true"))
+	const n = 40
+	var cs []*console
+	for range n {
+		cs = append(cs, e.mustSignIn(e.keys["member"]))
+	}
+	live := 0
+	for _, c := range cs {
+		if c.signedIn() {
+			live++
+		}
+	}
+	if live > 16 {
+		t.Errorf("one key holds %d live console sessions at once; want a cap (the oldest ended), and expired and ended sessions purged", live)
+	}
+}
