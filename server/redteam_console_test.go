@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -353,5 +354,39 @@ func TestRedteamConsoleSessionsUnbounded(t *testing.T) {
 	}
 	if live > 16 {
 		t.Errorf("one key holds %d live console sessions at once; want a cap (the oldest ended), and expired and ended sessions purged", live)
+	}
+}
+
+// TestRedteamConsoleHeld: attacks that held, kept as regression tests
+// (docs/security/redteam-console.md, "What held"): the CSRF token in the
+// query string or a text/plain body, Sec-Fetch-Site: none, a static
+// file's path traversal, and an evidence download's headers.
+func TestRedteamConsoleHeld(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, envOpts{dir: dir, exec: &journalExec{dir: dir, entries: []map[string]any{
+		{"type": "command", "body": map[string]any{"argv": []any{"<html><script>alert(1)</script>"}, "exit": 0}},
+	}}})
+	e.setup(projectFor("true"))
+	id := finishedRun(t, e)
+	c := e.mustSignIn(e.keys["member"])
+	same := []string{"Origin", e.url, "Sec-Fetch-Site", "same-origin"}
+	for what, p := range map[string]page{
+		"token in the query":  c.req("POST", "/console/logout?csrf="+c.csrf, url.Values{}, same...),
+		"Sec-Fetch-Site none": c.req("POST", "/console/logout", url.Values{"csrf": {c.csrf}}, "Sec-Fetch-Site", "none"),
+		"text/plain body":     c.req("POST", "/console/logout", nil, append([]string{"Content-Type", "text/plain"}, same...)...),
+	} {
+		if p.code != 403 || !c.signedIn() {
+			t.Errorf("%s: %d, want 403 and the session kept", what, p.code)
+		}
+	}
+	for _, p := range []string{"/console/static/..%2Ftemplates%2Flogin.html", "/console/static/%2e%2e%2fconsole.css", "/console/static/console.js%00.css", "/console/static/.%2Fconsole.js"} {
+		if got := c.get(p); got.code != 404 {
+			t.Errorf("GET %s: %d, want 404", p, got.code)
+		}
+	}
+	j := c.get("/console/runs/" + id + "/journal")
+	if j.code != 200 || j.hdr.Get("Content-Type") != "application/x-ndjson" || j.hdr.Get("X-Content-Type-Options") != "nosniff" ||
+		j.hdr.Get("Content-Disposition") != `attachment; filename="`+id+`.jsonl"` {
+		t.Errorf("journal download: %d %v", j.code, j.hdr)
 	}
 }
