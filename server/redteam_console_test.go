@@ -373,7 +373,7 @@ func TestRedteamConsoleHeld(t *testing.T) {
 	for what, p := range map[string]page{
 		"token in the query":  c.req("POST", "/console/logout?csrf="+c.csrf, url.Values{}, same...),
 		"Sec-Fetch-Site none": c.req("POST", "/console/logout", url.Values{"csrf": {c.csrf}}, "Sec-Fetch-Site", "none"),
-		"text/plain body":     c.req("POST", "/console/logout", nil, append([]string{"Content-Type", "text/plain"}, same...)...),
+		"text/plain body":     c.req("POST", "/console/logout", url.Values{"csrf": {c.csrf}}, append([]string{"Content-Type", "text/plain"}, same...)...),
 	} {
 		if p.code != 403 || !c.signedIn() {
 			t.Errorf("%s: %d, want 403 and the session kept", what, p.code)
