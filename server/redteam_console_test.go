@@ -148,7 +148,7 @@ func TestRedteamConsoleClipCutsSecret(t *testing.T) {
 		t.Fatalf("run page: %d", p.code)
 	}
 	if i := strings.Index(p.body, secret[:19]+" … ("); i >= 0 {
-		t.Errorf("the run page shows %q, the first 19 bytes of the operator's secret, before the clip mark", secret[:19])
+		t.Errorf("the run page shows %q, the first 19 bytes of the operator's secret, before the clip mark: …%s", secret[:19], p.body[i:i+40])
 	}
 }
 
