@@ -4,6 +4,7 @@ package server_test
 // demonstrates one finding and fails until it is fixed.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -388,5 +389,66 @@ func TestRedteamConsoleHeld(t *testing.T) {
 	if j.code != 200 || j.hdr.Get("Content-Type") != "application/x-ndjson" || j.hdr.Get("X-Content-Type-Options") != "nosniff" ||
 		j.hdr.Get("Content-Disposition") != `attachment; filename="`+id+`.jsonl"` {
 		t.Errorf("journal download: %d %v", j.code, j.hdr)
+	}
+}
+
+// F10. TestRedteamConsoleStreamOutlivesSession: the event stream checks
+// the session once, when it opens, and then streams for up to four
+// minutes. Signing out, or the operator revoking the user's key (the
+// response to a stolen laptop or a departing employee), leaves every
+// stream already open delivering the run's new journal entries —
+// command output, model turns — to the old session.
+func TestRedteamConsoleStreamOutlivesSession(t *testing.T) {
+	f := newFake()
+	f.block = true
+	e := newEnv(t, envOpts{exec: f})
+	e.setup(projectFor("true"))
+	id, _ := runningRun(t, e)
+	var k struct{ ID, Secret string }
+	e.must(201, "POST", "/v1/tenants/"+e.tenantA+"/keys", adminKey, `{"user":"`+e.member+`"}`).json(t, &k)
+	m := e.mustSignIn(k.Secret)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/console/runs/"+id+"/events", nil)
+	req.AddCookie(m.cookie)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	lines := make(chan string, 1000)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	if l := <-lines; l != "event: status" {
+		t.Fatalf("the stream opened with %q", l)
+	}
+
+	// the key is revoked (its sessions end) and the user signs out
+	e.must(200, "DELETE", "/v1/tenants/"+e.tenantA+"/keys/"+k.ID, adminKey, "")
+	if m.signedIn() {
+		t.Fatal("premise: the session should have ended with its key")
+	}
+	time.Sleep(300 * time.Millisecond) // past a poll
+	writeJournal(e.dir, id, []map[string]any{{"type": "command", "body": map[string]any{"argv": []any{"cat", "secret-plan.txt"}, "exit": 0, "stdout": "written after the key was revoked"}}})
+	deadline := time.After(2 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return // the stream ended: fixed
+			}
+			if strings.Contains(l, "written after the key was revoked") {
+				t.Fatalf("the stream of a revoked key's session delivered a new entry: %s", l)
+			}
+		case <-deadline:
+			t.Fatal("the stream of a revoked key's session is still open 2s after the revocation")
+		}
 	}
 }
