@@ -277,11 +277,11 @@ func TestRedteamConsoleInvisibleTextInPlan(t *testing.T) {
 // sibling host (evil.example.com beside cordon.example.com), or anyone
 // on the path of a plain-HTTP response, can set its own
 // cordon_console=<attacker's session>; Domain=example.com;
-// Path=/console/runs/ — a longer path, so the browser sends it first:
-// on every run page the victim then works inside the attacker's session
-// (login CSRF): their mailbox replies, approvals and reasons go to the
-// attacker's tenant under the attacker's name, or the victim is shown the
-// attacker's runs as their own. Two session cookies in one request should
+// Path=/console/runs — a longer path, so the browser sends it first: on
+// the runs list and every run's page the victim then works inside the
+// attacker's session (login CSRF), shown the attacker's runs as their
+// own, and what they type there (a mailbox reply) goes to the attacker's
+// run under the attacker's name. Two session cookies in one request should
 // be refused, and the cookie should be __Host- prefixed (Secure, Path=/,
 // no Domain: no other host can set or shadow it).
 func TestRedteamConsoleCookieTossing(t *testing.T) {
