@@ -59,6 +59,15 @@ func finishedRun(t *testing.T, e *env) string {
 	return id
 }
 
+// heldRun is runningRun, cancelled when the test ends (the fake holds it
+// until then, and the server's stop would wait for it).
+func heldRun(t *testing.T, e *env) (id, ws string) {
+	t.Helper()
+	id, ws = runningRun(t, e)
+	t.Cleanup(func() { e.do("POST", "/v1/runs/"+id+"/cancel", e.keys["member"], "") })
+	return id, ws
+}
+
 // F1. TestRedteamConsoleAdminReadsTenantRuns: the API refuses the admin
 // key every read of a tenant's run (GET /v1/runs/{run}, its journal and
 // its evidence are the tenant guard: "the admin key holds no tenant, so
@@ -165,7 +174,7 @@ func TestRedteamConsoleEventStreamsUnbounded(t *testing.T) {
 	f.block = true
 	e := newEnv(t, envOpts{exec: f})
 	e.setup(projectFor("true"))
-	id, _ := runningRun(t, e)
+	id, _ := heldRun(t, e)
 	m := e.mustSignIn(e.keys["member"])
 	const n = 40
 	var mu sync.Mutex
@@ -210,7 +219,7 @@ func TestRedteamConsoleRunPageUnbounded(t *testing.T) {
 	f.block = true
 	e := newEnv(t, envOpts{exec: f})
 	e.setup(projectFor("true"))
-	id, _ := runningRun(t, e)
+	id, _ := heldRun(t, e)
 	chunk := strings.Repeat("<", 60<<10)
 	var entries []map[string]any
 	for range 64 { // ~3.9 MiB of journal
@@ -403,7 +412,7 @@ func TestRedteamConsoleStreamOutlivesSession(t *testing.T) {
 	f.block = true
 	e := newEnv(t, envOpts{exec: f})
 	e.setup(projectFor("true"))
-	id, _ := runningRun(t, e)
+	id, _ := heldRun(t, e)
 	var k struct{ ID, Secret string }
 	e.must(201, "POST", "/v1/tenants/"+e.tenantA+"/keys", adminKey, `{"user":"`+e.member+`"}`).json(t, &k)
 	m := e.mustSignIn(k.Secret)
