@@ -85,11 +85,11 @@ func (s *Server) consoleTable() []Route {
 		{"POST", "/console/login", GuardPublic, s.consoleLogin},
 		{"POST", "/console/logout", GuardTenantOrAdmin, s.consoleLogout},
 		{"GET", "/console/static/{file}", GuardPublic, s.consoleStatic},
-		{"GET", "/console/runs", GuardTenantOrAdmin, s.consoleRuns},
-		{"GET", "/console/runs/{run}", GuardTenantOrAdmin, s.consoleRunPage},
-		{"GET", "/console/runs/{run}/events", GuardTenantOrAdmin, s.consoleRunEvents},
-		{"GET", "/console/runs/{run}/journal", GuardTenantOrAdmin, s.consoleJournal},
-		{"GET", "/console/runs/{run}/evidence", GuardTenantOrAdmin, s.consoleEvidence},
+		{"GET", "/console/runs", GuardTenant, s.consoleRuns},
+		{"GET", "/console/runs/{run}", GuardTenant, s.consoleRunPage},
+		{"GET", "/console/runs/{run}/events", GuardTenant, s.consoleRunEvents},
+		{"GET", "/console/runs/{run}/journal", GuardTenant, s.consoleJournal},
+		{"GET", "/console/runs/{run}/evidence", GuardTenant, s.consoleEvidence},
 		{"GET", "/console/approvals", GuardUser, s.consoleApprovals},
 		{"POST", "/console/runs/{run}/approve", GuardApprover, s.consoleApprove},
 		{"POST", "/console/runs/{run}/reject", GuardApprover, s.consoleReject},
@@ -97,6 +97,9 @@ func (s *Server) consoleTable() []Route {
 		{"POST", "/console/runs/{run}/review/decline", GuardApprover, s.consoleDecline},
 	}
 }
+
+// consoleAdminRefusal is the operator's answer on a tenant's page.
+const consoleAdminRefusal = "the operator's admin key reads no tenant's runs, journals, evidence, approvals or mailboxes (as on the API: it holds no tenant); see the audit log (/console/audit) and the admin page (/console/admin), or sign in with a tenant user's key"
 
 // isConsole reports whether a route pattern is the console's.
 func isConsole(pattern string) bool { return strings.HasPrefix(pattern, "/console/") }
@@ -254,6 +257,11 @@ func (s *Server) consoleGuard(name string, h http.HandlerFunc) http.HandlerFunc 
 		ctx := context.WithValue(context.WithValue(r.Context(), ctxKey{}, p), consoleCtxKey{}, sess)
 		r = r.WithContext(ctx)
 		if msg := allowed(name, p, r); msg != "" {
+			if p.admin {
+				// as on the API: the admin key holds no tenant and reads
+				// no tenant's runs, mailboxes or approvals
+				msg = consoleAdminRefusal
+			}
 			s.consoleFail(w, r, &apiError{Code: 403, Msg: strings.Replace(msg, "this route needs", "this page needs", 1)})
 			return
 		}
@@ -556,6 +564,10 @@ func (s *Server) consoleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, s.sessionCookie(r, token))
+	if keyID == "" {
+		http.Redirect(w, r, "/console/audit", http.StatusSeeOther) // the operator reads no runs
+		return
+	}
 	http.Redirect(w, r, "/console/runs", http.StatusSeeOther)
 }
 

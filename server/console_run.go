@@ -31,17 +31,14 @@ import (
 	"github.com/cordon-dev/cordon/tier/selection"
 )
 
-// consoleRun returns the run the path names, as the principal may see it:
-// its own tenant's, or any for the operator.
+// consoleRun returns the run the path names, of the principal's own
+// tenant (the routes are the tenant guard: the operator reads no run).
 func (s *Server) consoleRun(r *http.Request) (*store.Run, *apiError) {
 	p := principalFrom(r.Context())
-	var run *store.Run
-	var err error
-	if p.admin {
-		run, err = s.store.RunByID(r.Context(), r.PathValue("run"))
-	} else {
-		run, err = s.store.Run(r.Context(), p.p.TenantID, r.PathValue("run"))
+	if p == nil || p.admin || p.p == nil {
+		return nil, &apiError{Code: 403, Msg: consoleAdminRefusal}
 	}
+	run, err := s.store.Run(r.Context(), p.p.TenantID, r.PathValue("run"))
 	if err != nil {
 		return nil, storeError(err, "run")
 	}

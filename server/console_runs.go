@@ -20,14 +20,13 @@ type runsPage struct {
 	Status   string
 	Project  string
 	Statuses []string
-	Admin    bool
 }
 
 // consoleRunLimit is how many runs the list reads before filtering.
 const consoleRunLimit = 500
 
-// consoleRuns lists the runs the principal may see: its tenant's, or
-// every tenant's for the operator; filtered by status and project name.
+// consoleRuns lists the runs of the principal's tenant (the operator,
+// refused by the guard, sees none), filtered by status and project name.
 func (s *Server) consoleRuns(w http.ResponseWriter, r *http.Request) {
 	p := principalFrom(r.Context())
 	q := r.URL.Query()
@@ -41,13 +40,11 @@ func (s *Server) consoleRuns(w http.ResponseWriter, r *http.Request) {
 		s.consoleFail(w, r, &apiError{Code: 400, Msg: "project: a project name (a-z, 0-9, '-', '_')"})
 		return
 	}
-	var runs []*store.Run
-	var err error
-	if p.admin {
-		runs, err = s.store.AllRuns(r.Context(), consoleRunLimit)
-	} else {
-		runs, err = s.store.Runs(r.Context(), p.p.TenantID, consoleRunLimit)
+	if p.admin || p.p == nil {
+		s.consoleFail(w, r, &apiError{Code: 403, Msg: consoleAdminRefusal})
+		return
 	}
+	runs, err := s.store.Runs(r.Context(), p.p.TenantID, consoleRunLimit)
 	if err != nil {
 		s.consoleFail(w, r, storeError(err, "run"))
 		return
@@ -57,7 +54,7 @@ func (s *Server) consoleRuns(w http.ResponseWriter, r *http.Request) {
 		s.consoleFail(w, r, ae)
 		return
 	}
-	page := runsPage{Status: status, Project: project, Statuses: statuses, Admin: p.admin, Runs: []consoleRunRow{}}
+	page := runsPage{Status: status, Project: project, Statuses: statuses, Runs: []consoleRunRow{}}
 	for _, run := range runs {
 		name := names[run.ProjectID]
 		if (status != "" && run.State != status) || (project != "" && name != project) {

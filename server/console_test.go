@@ -160,8 +160,9 @@ func TestConsoleSignIn(t *testing.T) {
 		}
 
 		a := e.mustSignIn(adminKey)
-		if b := a.get("/console/runs").body; !strings.Contains(b, `id="nav-admin"`) || !strings.Contains(b, "operator") {
-			t.Errorf("the admin's page lacks the admin link or identity:\n%s", b)
+		if b := a.get("/console/audit").body; !strings.Contains(b, `id="nav-admin"`) || !strings.Contains(b, "operator") ||
+			strings.Contains(b, `id="nav-runs"`) || strings.Contains(b, `id="nav-approvals"`) {
+			t.Errorf("the admin's nav is not audit and admin only, or lacks the identity:\n%s", b)
 		}
 
 		var revoked struct{ ID, Secret string }
@@ -377,8 +378,8 @@ func TestConsoleHeaders(t *testing.T) {
 	}
 }
 
-// TestConsoleRunsList: the list shows the tenant's runs (every tenant's
-// to the operator, none of another tenant's to a user), each linking to
+// TestConsoleRunsList: the list shows the tenant's runs (none to the
+// operator, none of another tenant's to a user), each linking to
 // its page, filtered by status and project.
 func TestConsoleRunsList(t *testing.T) {
 	e := newEnv(t, envOpts{})
@@ -410,8 +411,12 @@ func TestConsoleRunsList(t *testing.T) {
 	if p := m.get("/console/runs?status=%3Cscript%3E"); p.code != 400 {
 		t.Errorf("a bad status: %d", p.code)
 	}
-	if b := e.mustSignIn(adminKey).get("/console/runs").body; !strings.Contains(b, row(done)) || !strings.Contains(b, row(other.ID)) {
-		t.Errorf("the operator's list lacks a tenant's runs:\n%s", b)
+	// the operator reads no tenant's runs, as on the API (red team F1)
+	adm := e.mustSignIn(adminKey)
+	for _, path := range []string{"/console/runs", "/console/runs/" + done, "/console/runs/" + done + "/journal", "/console/runs/" + done + "/evidence", "/console/runs/" + done + "/events"} {
+		if p := adm.get(path); p.code != 403 || strings.Contains(p.body, row(done)) || !strings.Contains(p.body, "/console/audit") {
+			t.Errorf("the operator's %s: %d, want 403 pointing at the audit log:\n%s", path, p.code, p.body)
+		}
 	}
 	if p := e.mustSignIn(e.keys["other-approver"]).get("/console/runs/" + done); p.code != 404 {
 		t.Errorf("another tenant's run page: %d", p.code)

@@ -76,9 +76,3 @@ func (s *Store) EndConsoleSession(ctx context.Context, hash string) error {
 	}
 	return nil
 }
-
-// AllRuns lists every tenant's runs, newest first, without their
-// snapshots: the operator's view in the console.
-func (s *Store) AllRuns(ctx context.Context, limit int) ([]*Run, error) {
-	return s.listRuns(ctx, `SELECT `+runListColumns+` FROM runs ORDER BY created_at DESC, id LIMIT ?`, limit)
-}
