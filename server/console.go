@@ -37,6 +37,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/cordon-dev/cordon/redact"
@@ -48,8 +49,16 @@ var consoleFS embed.FS
 
 // Console constants.
 const (
-	// ConsoleCookie names the session cookie.
-	ConsoleCookie = "cordon_console"
+	// ConsoleCookie names the session cookie over plain HTTP (Path
+	// /console/), and ConsoleCookieTLS over TLS (Path /, Secure, no
+	// Domain: the __Host- prefix makes a browser refuse it from any other
+	// host, so a sibling host cannot set or shadow it). The API never
+	// reads a cookie, so a cookie sent to /v1/ opens nothing there.
+	ConsoleCookie    = "cordon_console"
+	ConsoleCookieTLS = "__Host-cordon_console"
+	// ConsoleHSTS is the Strict-Transport-Security of every console
+	// response served over TLS.
+	ConsoleHSTS = "max-age=31536000"
 	// ConsoleSessionTTL is how long a sign-in lasts.
 	ConsoleSessionTTL = 12 * time.Hour
 	// ConsoleCSP is the Content-Security-Policy of every console response.
@@ -104,9 +113,13 @@ const consoleAdminRefusal = "the operator's admin key reads no tenant's runs, jo
 // isConsole reports whether a route pattern is the console's.
 func isConsole(pattern string) bool { return strings.HasPrefix(pattern, "/console/") }
 
-// consoleHeaders sets the headers every console response carries.
-func consoleHeaders(w http.ResponseWriter) {
+// consoleHeaders sets the headers every console response carries, and
+// under TLS Strict-Transport-Security.
+func consoleHeaders(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
+	if r.TLS != nil {
+		h.Set("Strict-Transport-Security", ConsoleHSTS)
+	}
 	h.Set("Content-Security-Policy", ConsoleCSP)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -154,9 +167,9 @@ func (s *Server) adminFP() string {
 // store.ErrUnauthorized when the session is unknown, expired, ended,
 // or its key (or the admin key it was opened with) is no longer valid.
 func (s *Server) consoleAuthenticate(r *http.Request) (*principal, *consoleSession, error) {
-	c, err := r.Cookie(ConsoleCookie)
-	if err != nil || c.Value == "" {
-		return nil, nil, errNoCredential
+	c, err := sessionCookieOf(r)
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(c.Value) != 64 || strings.Trim(c.Value, "0123456789abcdef") != "" {
 		return nil, nil, store.ErrUnauthorized
@@ -174,6 +187,34 @@ func (s *Server) consoleAuthenticate(r *http.Request) (*principal, *consoleSessi
 		return &principal{admin: true}, sess, nil
 	}
 	return &principal{p: cs.Principal}, sess, nil
+}
+
+// consoleCookieName is the session cookie's name on r's transport.
+func consoleCookieName(r *http.Request) string {
+	if r.TLS != nil {
+		return ConsoleCookieTLS
+	}
+	return ConsoleCookie
+}
+
+// sessionCookieOf is the request's one session cookie (of the name its
+// transport uses: under TLS a plain cordon_console, which any sibling
+// host may set, is never read). No cookie is errNoCredential; more than
+// one (cookie tossing: another host's, sent first for a longer path) is
+// store.ErrUnauthorized, so the request is treated as signed out and the
+// cookie cleared: the server never guesses which is the user's.
+func sessionCookieOf(r *http.Request) (*http.Cookie, error) {
+	var found *http.Cookie
+	for _, c := range r.CookiesNamed(consoleCookieName(r)) {
+		if found != nil {
+			return nil, store.ErrUnauthorized
+		}
+		found = c
+	}
+	if found == nil || found.Value == "" {
+		return nil, errNoCredential
+	}
+	return found, nil
 }
 
 // sameOrigin reports whether a state-changing request comes from the
@@ -227,7 +268,7 @@ func (s *Server) consoleGuard(name string, h http.HandlerFunc) http.HandlerFunc 
 		panic("server: unknown guard " + name)
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		consoleHeaders(w)
+		consoleHeaders(w, r)
 		if name == GuardPublic {
 			if r.Method == http.MethodPost {
 				if msg := checkCSRF(r, nil); msg != "" {
@@ -277,7 +318,7 @@ func (s *Server) consoleGuard(name string, h http.HandlerFunc) http.HandlerFunc 
 
 // consoleNotFound answers a /console/ path no route serves.
 func (s *Server) consoleNotFound(w http.ResponseWriter, r *http.Request) {
-	consoleHeaders(w)
+	consoleHeaders(w, r)
 	if r.URL.Path == "/console/" && r.Method == http.MethodGet {
 		http.Redirect(w, r, "/console/runs", http.StatusSeeOther) // which sends to sign in, if need be
 		return
@@ -311,7 +352,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, 
 // shown once to the operator who made it), which the pool's key shape
 // would mask; every other page passes false (render does).
 func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, code int, name string, pg consolePage, reveal bool) {
-	consoleHeaders(w)
+	consoleHeaders(w, r)
 	t, ok := consoleTemplates[name]
 	if !ok {
 		panic("server: no console template " + name) // a programming error
@@ -443,14 +484,29 @@ func (s *Server) consoleFail(w http.ResponseWriter, r *http.Request, e *apiError
 
 // visible makes text safe to show as text: it must still go through
 // html/template (which escapes markup); visible replaces what escaping
-// leaves dangerous on a terminal or confusing on a page: every C0 and C1
-// control character except newline and tab, DEL, and invalid UTF-8, each
-// shown as a visible escape (\x1b), and the Unicode bidirectional
-// overrides (shown as \u202e).
+// leaves dangerous on a terminal or invisible on a page, each shown as a
+// visible escape:
+//
+//   - every C0 and C1 control character except newline and tab, DEL, and
+//     invalid UTF-8 (\x1b, \x7f, \xff);
+//   - every invisible character a browser renders as nothing while a
+//     model (or a terminal) reads it: Unicode category Cf (format
+//     characters: the bidirectional controls and marks, zero-width space,
+//     joiner and non-joiner, word joiner, BOM, soft hyphen, the tag
+//     characters U+E0001 and U+E0020–E007F, ...), Variation_Selector
+//     (U+180B–180D, U+180F, U+FE00–FE0F, U+E0100–E01EF) and
+//     Other_Default_Ignorable_Code_Point (the Hangul fillers U+115F,
+//     U+1160, U+3164, U+FFA0, U+034F, the unassigned rest of the tag
+//     block, ...): together the Unicode default-ignorable set, from Go's
+//     unicode tables. A BMP one is shown as \u200b, one above it as
+//     \U000e0049.
+//
+// An emoji built with a zero-width joiner is therefore shown as its parts
+// and the escape: the price of no hidden text.
 func visible(s string) string {
 	clean := true
 	for _, c := range s {
-		if c == utf8.RuneError || isControl(c) && c != '\t' || bidi(c) {
+		if c == utf8.RuneError || isControl(c) && c != '\t' || invisible(c) {
 			clean = false
 			break
 		}
@@ -468,7 +524,9 @@ func visible(s string) string {
 			b.WriteRune(c)
 		case c < 0x80 && isControl(c), c == '\r':
 			fmt.Fprintf(&b, `\x%02x`, c)
-		case isControl(c), bidi(c):
+		case c > 0xffff && invisible(c):
+			fmt.Fprintf(&b, `\U%08x`, c)
+		case isControl(c), invisible(c):
 			fmt.Fprintf(&b, `\u%04x`, c)
 		default:
 			b.WriteString(s[i : i+n])
@@ -478,10 +536,13 @@ func visible(s string) string {
 	return b.String()
 }
 
-// bidi reports the Unicode bidirectional controls, which can make text
-// read differently from what it is.
-func bidi(c rune) bool {
-	return c >= 0x202a && c <= 0x202e || c >= 0x2066 && c <= 0x2069 || c == 0x200e || c == 0x200f || c == 0x061c
+// invisible reports the characters visible() escapes besides the
+// controls: format characters (Cf, which holds the bidirectional
+// controls), variation selectors and the other default-ignorable code
+// points.
+func invisible(c rune) bool {
+	return c >= 0x80 && (unicode.Is(unicode.Cf, c) || unicode.Is(unicode.Variation_Selector, c) ||
+		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, c))
 }
 
 // ageOf is a duration since t, coarsely.
@@ -506,16 +567,22 @@ func (s *Server) consoleLoginPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, 200, "login.html", "Sign in", "", loginPage{})
 }
 
-// sessionCookie is the session cookie: HttpOnly, SameSite=Strict, scoped
-// to /console/, Secure when the request came over TLS.
+// sessionCookie is the session cookie: HttpOnly, SameSite=Strict; over
+// plain HTTP cordon_console scoped to /console/; over TLS
+// __Host-cordon_console, Secure, Path=/ (the prefix requires both).
 func (s *Server) sessionCookie(r *http.Request, token string) *http.Cookie {
-	return &http.Cookie{Name: ConsoleCookie, Value: token, Path: "/console/", MaxAge: int(ConsoleSessionTTL / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+	c := &http.Cookie{Name: ConsoleCookie, Value: token, Path: "/console/", MaxAge: int(ConsoleSessionTTL / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode}
+	if r.TLS != nil {
+		c.Name, c.Path, c.Secure = ConsoleCookieTLS, "/", true
+	}
+	return c
 }
 
 func (s *Server) clearCookie(r *http.Request) *http.Cookie {
-	return &http.Cookie{Name: ConsoleCookie, Value: "", Path: "/console/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+	c := s.sessionCookie(r, "")
+	c.MaxAge = -1
+	return c
 }
 
 // consoleLogin signs in with a user's key or the admin key. A failed

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 func tarOf(t *testing.T, hdrs ...*tar.Header) []byte {
@@ -84,5 +85,30 @@ func TestVisible(t *testing.T) {
 	}
 	if strings.ContainsFunc(visible("\x1b\x9b\u0085"), func(r rune) bool { return r < 0x20 || r >= 0x80 && r < 0xa0 }) {
 		t.Error("a control character passed")
+	}
+}
+
+// TestVisibleInvisible: every default-ignorable character (format
+// characters, tag characters, variation selectors, Hangul fillers) is
+// shown as an escape (red team F6); visible text around it stays.
+func TestVisibleInvisible(t *testing.T) {
+	for in, want := range map[string]string{
+		"a\u200bb\u200c\u200d\u2060\ufeff": `a\u200bb\u200c\u200d\u2060\ufeff`,
+		"ok\U000E0049\U000E0001\U000E007F": `ok\U000e0049\U000e0001\U000e007f`,
+		"x\ufe0f\U000E0100\u180b":          `x\ufe0f\U000e0100\u180b`,
+		"\u115f\u1160\u3164\uffa0\u034f":   `\u115f\u1160\u3164\uffa0\u034f`,
+		"soft\u00adhyphen \u061c\u200e":    `soft\u00adhyphen \u061c\u200e`,
+		"café ü 日本 \u00a0":                 "café ü 日本 \u00a0",
+	} {
+		if got := visible(in); got != want {
+			t.Errorf("visible(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// nothing default-ignorable survives, over the whole code space
+	for c := rune(0x80); c <= unicode.MaxRune; c++ {
+		if (unicode.Is(unicode.Cf, c) || unicode.Is(unicode.Variation_Selector, c) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, c)) &&
+			strings.ContainsRune(visible("a"+string(c)), c) {
+			t.Fatalf("visible passes %U raw", c)
+		}
 	}
 }

@@ -97,7 +97,7 @@ func (c *console) signIn(key string) page {
 	c.cookie, c.csrf = nil, ""
 	p := c.post("/console/login", url.Values{"key": {key}})
 	for _, ck := range (&http.Response{Header: p.hdr}).Cookies() {
-		if ck.Name == server.ConsoleCookie && ck.Value != "" {
+		if (ck.Name == server.ConsoleCookie || ck.Name == server.ConsoleCookieTLS) && ck.Value != "" {
 			c.cookie = ck
 		}
 	}
@@ -191,7 +191,10 @@ func TestConsoleSignIn(t *testing.T) {
 	})
 }
 
-// TestConsoleCookieSecureUnderTLS: over TLS the cookie is Secure.
+// TestConsoleCookieSecureUnderTLS: over TLS the cookie is
+// __Host-cordon_console (Secure, Path=/, no Domain), the API refuses it
+// (it reads no cookie), a plain cordon_console beside it is never read,
+// two of it sign the request out, and every page carries HSTS.
 func TestConsoleCookieSecureUnderTLS(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.setup(projectFor("true"))
@@ -202,8 +205,47 @@ func TestConsoleCookieSecureUnderTLS(t *testing.T) {
 	c.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
 		CheckRedirect: noRedirect.CheckRedirect}
 	c.signIn(e.keys["approver"])
-	if c.cookie == nil || !c.cookie.Secure || !c.cookie.HttpOnly || c.cookie.SameSite != http.SameSiteStrictMode {
-		t.Fatalf("cookie under TLS: %+v, want Secure, HttpOnly, SameSite=Strict", c.cookie)
+	if c.cookie == nil || !c.cookie.Secure || !c.cookie.HttpOnly || c.cookie.SameSite != http.SameSiteStrictMode ||
+		c.cookie.Name != server.ConsoleCookieTLS || c.cookie.Path != "/" || c.cookie.Domain != "" {
+		t.Fatalf("cookie under TLS: %+v, want __Host-cordon_console, Secure, HttpOnly, SameSite=Strict, Path=/, no Domain", c.cookie)
+	}
+	if !c.signedIn() {
+		t.Fatal("the __Host- cookie opens no page")
+	}
+	if p := c.get("/console/runs"); p.hdr.Get("Strict-Transport-Security") != server.ConsoleHSTS {
+		t.Errorf("a console page over TLS: Strict-Transport-Security %q", p.hdr.Get("Strict-Transport-Security"))
+	}
+	// Path=/ sends the cookie to the API too: the API never reads it
+	id := e.submit(e.keys["member"])
+	for _, r := range []struct{ method, path string }{{"GET", "/v1/runs"}, {"GET", "/v1/runs/" + id}, {"GET", "/v1/whoami"},
+		{"POST", "/v1/runs/" + id + "/approve"}, {"POST", "/v1/projects/p/runs"}} {
+		if p := c.req(r.method, r.path, url.Values{"csrf": {c.csrf}}, "Origin", ts.URL, "Sec-Fetch-Site", "same-origin"); p.code != 401 {
+			t.Errorf("%s %s with the __Host- cookie: %d, want 401", r.method, r.path, p.code)
+		}
+	}
+	// a plain cordon_console cookie (which a sibling host may set) is not
+	// read under TLS, nor does it shadow the __Host- one
+	other := e.mustSignIn(e.keys["other-member"])
+	req, _ := http.NewRequest("GET", ts.URL+"/console/runs", nil)
+	req.Header.Set("Cookie", server.ConsoleCookie+"="+other.cookie.Value+"; "+c.cookie.Name+"="+c.cookie.Value)
+	res, err := c.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(b), "approver (approver)") {
+		t.Errorf("under TLS, a plain cookie beside the __Host- one: %d, not the __Host- cookie's session", res.StatusCode)
+	}
+	// two __Host- cookies: signed out, the cookie cleared
+	req.Header.Set("Cookie", c.cookie.Name+"="+other.cookie.Value+"; "+c.cookie.Name+"="+c.cookie.Value)
+	res, err = c.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 303 || res.Header.Get("Location") != "/console/login" || !strings.Contains(res.Header.Get("Set-Cookie"), server.ConsoleCookieTLS+"=;") {
+		t.Errorf("two __Host- cookies: %d %s %q, want signed out and the cookie cleared", res.StatusCode, res.Header.Get("Location"), res.Header.Get("Set-Cookie"))
 	}
 }
 

@@ -212,7 +212,7 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 		if strings.HasPrefix(r.URL.Path, "/console/") {
-			consoleHeaders(w) // every console response, the router's own 405s included
+			consoleHeaders(w, r) // every console response, the router's own 405s included
 		}
 		s.redactResponses(s.mux).ServeHTTP(w, r)
 	})
