@@ -3,12 +3,14 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/cordon-dev/cordon/agent/manifest"
+	"github.com/cordon-dev/cordon/redact"
 	"github.com/cordon-dev/cordon/risk"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -45,10 +47,16 @@ type approvalsPage struct {
 	Approver bool
 }
 
-// Bounds on a diff the queue shows.
+// Bounds on a diff the queue shows (red team F5): a file larger than
+// maxDiffBytes is not diffed; a file's diff shows at most maxDiffLines
+// lines and maxDiffShown bytes of text; the queue's diffs together at
+// most maxQueueDiff bytes (the runs past it show their changed files
+// only). Each is said on the page when it applies.
 const (
 	maxDiffLines = 2000
 	maxDiffBytes = 1 << 20
+	maxDiffShown = 256 << 10
+	maxQueueDiff = 2 << 20
 )
 
 // consoleApprovals is the queue of the tenant's runs waiting for a
@@ -68,6 +76,7 @@ func (s *Server) consoleApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page := approvalsPage{Approver: p.p.Role == store.RoleApprover, Items: []pendingItem{}}
+	diffLeft := maxQueueDiff
 	for _, lr := range runs {
 		if lr.State != store.StatePending && lr.State != store.StateFinished {
 			continue
@@ -104,7 +113,16 @@ func (s *Server) consoleApprovals(w http.ResponseWriter, r *http.Request) {
 			if json.Unmarshal(rv.Classification, &c) == nil {
 				it.Files = visibleAll(c.Files)
 			}
-			it.Diff, it.DiffNote = s.runDiff(run)
+			if diffLeft <= 0 {
+				it.DiffNote = fmt.Sprintf("Not shown: the queue shows at most %d KiB of diffs in all; this run's changed files are listed above, and its page and outputs hold the rest.", maxQueueDiff>>10)
+			} else {
+				it.Diff, it.DiffNote = s.runDiff(run)
+				for _, f := range it.Diff {
+					for _, l := range f.Lines {
+						diffLeft -= len(l.Text)
+					}
+				}
+			}
 		}
 		page.Items = append(page.Items, it)
 	}
@@ -133,7 +151,7 @@ func (s *Server) runDiff(run *store.Run) ([]diffFile, string) {
 	}
 	out := []diffFile{}
 	for _, f := range change {
-		out = append(out, lineDiff(f))
+		out = append(out, lineDiff(s.Pool(), f))
 	}
 	return out, ""
 }
@@ -141,7 +159,9 @@ func (s *Server) runDiff(run *store.Run) ([]diffFile, string) {
 // lineDiff is a plain diff of one file: the lines before the first and
 // after the last difference are context, the rest removed and added.
 // Binary content is not shown.
-func lineDiff(f risk.File) diffFile {
+// Each line is masked by the pool before it is clipped (a secret never
+// straddles the cut); the page masks it again.
+func lineDiff(pool *redact.Pool, f risk.File) diffFile {
 	df := diffFile{Path: visible(f.Path)}
 	switch {
 	case f.Old == nil:
@@ -172,10 +192,25 @@ func lineDiff(f risk.File) diffFile {
 	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
 		suf++
 	}
+	shown, cut := 0, ""
 	add := func(op, text string) {
-		if len(df.Lines) < maxDiffLines {
-			df.Lines = append(df.Lines, diffLine{Op: op, Text: visible(strings.TrimSuffix(text, "\n"))})
+		if cut != "" {
+			return
 		}
+		if len(df.Lines) >= maxDiffLines {
+			cut = fmt.Sprintf(" (cut at %d lines)", maxDiffLines)
+			return
+		}
+		t, err := pool.String(strings.TrimSuffix(text, "\n"))
+		if err != nil {
+			t = "(withheld: the redaction pool is empty)"
+		}
+		if shown+len(t) > maxDiffShown {
+			t = clip(t, max(0, maxDiffShown-shown))
+			cut = fmt.Sprintf(" (cut at %d KiB)", maxDiffShown>>10)
+		}
+		shown += len(t)
+		df.Lines = append(df.Lines, diffLine{Op: op, Text: visible(t)})
 	}
 	for _, l := range a[max(0, pre-3):pre] {
 		add(" ", l)
@@ -189,9 +224,7 @@ func lineDiff(f risk.File) diffFile {
 	for _, l := range a[len(a)-suf : min(len(a), len(a)-suf+3)] {
 		add(" ", l)
 	}
-	if len(df.Lines) >= maxDiffLines {
-		df.Note += " (cut at 2000 lines)"
-	}
+	df.Note += cut
 	return df
 }
 

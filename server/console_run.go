@@ -15,7 +15,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/runner"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/internal/nofollow"
+	"github.com/cordon-dev/cordon/redact"
 	"github.com/cordon-dev/cordon/store"
 	"github.com/cordon-dev/cordon/tier/selection"
 )
@@ -96,14 +96,25 @@ type timelineEntry struct {
 	Detail  string `json:"detail,omitempty"`
 }
 
-// Bounds on what one entry shows.
+// Bounds on what one entry shows, and on the run page's timeline.
 const (
 	maxSummary = 2000
 	maxDetail  = 64 << 10
 	// maxLiveJournal bounds the live journal read from a workspace.
 	maxLiveJournal = 64 << 20
+	// consoleTimelineEntries and consoleTimelineBytes bound the run
+	// page's timeline: the last entries, at most this many, and at most
+	// this many bytes of their text once HTML-escaped; the rest is in
+	// the journal download. consoleTimelineRaw bounds the raw journal
+	// lines held while the journal is scanned for its last entries.
+	consoleTimelineEntries = 2000
+	consoleTimelineBytes   = 1 << 20
+	consoleTimelineRaw     = 8 << 20
 )
 
+// clip cuts s to at most n bytes (and a note of what was cut), on a rune
+// boundary and never inside a redaction mark: s is masked before it is
+// clipped, so no secret straddles the cut.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -112,15 +123,41 @@ func clip(s string, n int) string {
 	for cut > 0 && !isRuneStart(s[cut]) {
 		cut--
 	}
+	if i := strings.LastIndex(s[:cut], "[redacted:"); i >= 0 && !strings.Contains(s[i:cut], "]") {
+		cut = i // the mark crosses the cut: cut before it
+	}
 	return s[:cut] + fmt.Sprintf(" … (%d more bytes)", len(s)-cut)
 }
 
 func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }
 
+// encodeJSON is v as JSON for a person to read: indented, with < > &
+// as themselves (the page escapes them; JSON's \u003c would hide a
+// secret from a mask applied to the text).
+func encodeJSON(v any, indent bool) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 // describe renders an entry readably: a summary line of its kind's main
-// members and, for commands and model turns, their text. Everything is
+// members and, for commands and model turns, their text. The body is
+// masked by the pool before anything is encoded or composed, the
+// composed text again before it is clipped, and everything is
 // visible()'d; the page escapes it as well.
-func describe(index int64, kind string, body map[string]any) timelineEntry {
+func describe(pool *redact.Pool, index int64, kind string, raw map[string]any) (timelineEntry, error) {
+	mb, err := maskJSON(pool, raw, false) // red team F2: before any encoding
+	if err != nil {
+		return timelineEntry{}, err
+	}
+	body, _ := mb.(map[string]any)
 	str := func(k string) string {
 		switch v := body[k].(type) {
 		case string:
@@ -130,12 +167,15 @@ func describe(index int64, kind string, body map[string]any) timelineEntry {
 		case []any:
 			parts := make([]string, len(v))
 			for i, e := range v {
-				parts[i] = fmt.Sprint(e)
+				if s, ok := e.(string); ok {
+					parts[i] = s
+				} else {
+					parts[i] = encodeJSON(e, false)
+				}
 			}
 			return strings.Join(parts, " ")
 		default:
-			b, _ := json.Marshal(v)
-			return string(b)
+			return encodeJSON(v, false)
 		}
 	}
 	var sum, det string
@@ -176,12 +216,11 @@ func describe(index int64, kind string, body map[string]any) timelineEntry {
 				}
 			}
 			sum += "; tools: " + strings.Join(names, ", ")
-			b, _ := json.MarshalIndent(calls, "", "  ")
 			det = str("text")
 			if det != "" {
 				det += "\n"
 			}
-			det += string(b)
+			det += encodeJSON(calls, true)
 		} else {
 			det = str("text")
 		}
@@ -198,7 +237,17 @@ func describe(index int64, kind string, body map[string]any) timelineEntry {
 	default:
 		sum = scalars(body)
 	}
-	return timelineEntry{Index: index, Kind: visible(kind), Summary: visible(clip(sum, maxSummary)), Detail: visible(clip(det, maxDetail))}
+	// the composed text again (a credential's shape may span members),
+	// then clipped: the mask comes before the cut (red team F3)
+	if kind, err = pool.String(kind); err == nil {
+		if sum, err = pool.String(sum); err == nil {
+			det, err = pool.String(det)
+		}
+	}
+	if err != nil {
+		return timelineEntry{}, err
+	}
+	return timelineEntry{Index: index, Kind: visible(kind), Summary: visible(clip(sum, maxSummary)), Detail: visible(clip(det, maxDetail))}, nil
 }
 
 // scalars is an entry's scalar members as k=v, sorted.
@@ -218,56 +267,155 @@ func scalars(body map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
-// parseTimeline reads journal lines (complete ones: a live journal's
-// last line may be half written) from the entry index after on.
-func parseTimeline(j []byte, after int64) []timelineEntry {
-	var out []timelineEntry
-	n := int64(0)
-	for len(j) > 0 {
-		i := bytes.IndexByte(j, '\n')
-		if i < 0 {
-			break // torn: not yet written
+// entryOf describes the n-th journal line, masked.
+func entryOf(pool *redact.Pool, n int64, line []byte) (timelineEntry, error) {
+	var e struct {
+		Index int64          `json:"index"`
+		Type  string         `json:"type"`
+		Body  map[string]any `json:"body"`
+	}
+	if err := json.Unmarshal(line, &e); err != nil {
+		sum, err := pool.String(string(line))
+		if err != nil {
+			return timelineEntry{}, err
 		}
-		line := j[:i]
-		j = j[i+1:]
+		return timelineEntry{Index: n, Kind: "unreadable", Summary: visible(clip(sum, maxSummary))}, nil
+	}
+	return describe(pool, n, e.Type, e.Body)
+}
+
+// journalLines calls f with each complete line of a journal (a live
+// journal's last line may be half written: it is left) that is not
+// blank, numbered from 0; it returns the bytes it consumed (up to the end
+// of the last complete line) and the count of lines. f returning false
+// stops it.
+func journalLines(r io.Reader, n0 int64, f func(n int64, line []byte) bool) (consumed, n int64, err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	n = n0
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return consumed, n, nil // a torn last line is not yet written
+			}
+			return consumed, n, err
+		}
+		consumed += int64(len(line))
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if n < after {
-			n++
-			continue
-		}
-		var e struct {
-			Index int64          `json:"index"`
-			Type  string         `json:"type"`
-			Body  map[string]any `json:"body"`
-		}
-		if err := json.Unmarshal(line, &e); err != nil {
-			out = append(out, timelineEntry{Index: n, Kind: "unreadable", Summary: visible(clip(string(line), maxSummary))})
-		} else {
-			out = append(out, describe(n, e.Type, e.Body))
-		}
+		ok := f(n, line[:len(line)-1])
 		n++
+		if !ok {
+			return consumed, n, nil
+		}
 	}
-	return out
 }
 
-// runJournal is a run's journal: the stored one once the run has ended,
-// else the live one in its workspace on this host (nil when there is
-// none here).
-func (s *Server) runJournalBytes(ctx context.Context, run *store.Run) ([]byte, error) {
+// parseTimeline describes the journal's entries from the index after on.
+func parseTimeline(pool *redact.Pool, j []byte, after int64) ([]timelineEntry, error) {
+	var out []timelineEntry
+	var ferr error
+	_, _, err := journalLines(bytes.NewReader(j), 0, func(n int64, line []byte) bool {
+		if n < after {
+			return true
+		}
+		e, err := entryOf(pool, n, line)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		out = append(out, e)
+		return true
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	return out, err
+}
+
+// escapedLen is about how many bytes s takes once html/template has
+// escaped it (< > & ' " + become entities of four or five bytes).
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '<', '>', '&', '\'', '"', '+':
+			n += 4
+		}
+	}
+	return n
+}
+
+// pageTimeline is the run page's timeline (red team F5): the journal is
+// scanned line by line (never parsed whole), its last
+// consoleTimelineEntries lines kept (at most consoleTimelineRaw bytes of
+// them), described, and of those the last that fit consoleTimelineBytes
+// of escaped text shown. It returns them, the journal's count of entries
+// and how many are not shown.
+func pageTimeline(pool *redact.Pool, r io.Reader) (shown []timelineEntry, total, omitted int64, err error) {
+	type held struct {
+		n    int64
+		line []byte
+	}
+	var ring []held
+	raw := 0
+	_, total, err = journalLines(r, 0, func(n int64, line []byte) bool {
+		ring = append(ring, held{n, bytes.Clone(line)})
+		raw += len(line)
+		for len(ring) > 1 && (len(ring) > consoleTimelineEntries || raw > consoleTimelineRaw) {
+			raw -= len(ring[0].line)
+			ring[0].line = nil
+			ring = ring[1:]
+		}
+		return true
+	})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	size := 0
+	start := len(ring)
+	entries := make([]timelineEntry, len(ring))
+	for i := len(ring) - 1; i >= 0; i-- {
+		e, err := entryOf(pool, ring[i].n, ring[i].line)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		l := escapedLen(e.Kind) + escapedLen(e.Summary) + escapedLen(e.Detail) + 100
+		if size+l > consoleTimelineBytes && i < len(ring)-1 {
+			break
+		}
+		size += l
+		entries[i] = e
+		start = i
+	}
+	shown = entries[start:]
+	return shown, total, total - int64(len(shown)), nil
+}
+
+// openJournal opens a run's journal: the stored one once the run has
+// ended, else the live one in its workspace on this host (nil when there
+// is none here).
+func (s *Server) openJournal(ctx context.Context, run *store.Run) (io.Reader, func(), error) {
 	if store.Terminal(run.State) {
 		b, err := s.store.Evidence(ctx, run.TenantID, run.ID, "journal")
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil
+			return nil, func() {}, nil
 		}
-		return b, err
+		return bytes.NewReader(b), func() {}, err
 	}
-	b, err := nofollow.Read(filepath.Join(s.runDir(run.ID), "ws", runner.StateDir, runner.JournalFile), maxLiveJournal)
+	f, err := nofollow.Open(s.liveJournalPath(run.ID))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, func() {}, nil
 	}
-	return b, err
+	if err != nil {
+		return nil, func() {}, err
+	}
+	return io.LimitReader(f, maxLiveJournal), func() { f.Close() }, nil
+}
+
+func (s *Server) liveJournalPath(id string) string {
+	return filepath.Join(s.runDir(id), "ws", runner.StateDir, runner.JournalFile)
 }
 
 // verification is the server's own check of a run's stored evidence.
@@ -448,6 +596,7 @@ type runPage struct {
 	Submitter  bool
 	ExitCode   string
 	JournalErr string
+	Omitted    int64 // the journal's entries the page does not show
 }
 
 // mayDecide reports whether the principal may approve or reject a run
@@ -483,13 +632,21 @@ func (s *Server) consoleRunPage(w http.ResponseWriter, r *http.Request) {
 	if run.ExitCode != nil {
 		pg.ExitCode = strconv.Itoa(*run.ExitCode)
 	}
-	j, err := s.runJournalBytes(r.Context(), run)
+	jr, done, err := s.openJournal(r.Context(), run)
+	var total int64
+	if err == nil && jr != nil {
+		pg.Timeline, total, pg.Omitted, err = pageTimeline(s.Pool(), jr)
+	}
+	done()
 	if err != nil {
+		if s.Pool().Err() != nil {
+			s.withheldPage(w)
+			return
+		}
 		pg.JournalErr = "the journal could not be read now"
 	}
-	pg.Timeline = parseTimeline(j, 0)
 	if !pg.Ended {
-		pg.Events = fmt.Sprintf("/console/runs/%s/events?after=%d", run.ID, len(pg.Timeline))
+		pg.Events = fmt.Sprintf("/console/runs/%s/events?after=%d", run.ID, total)
 	} else {
 		v := *s.verifyEvidence(r.Context(), run) // a copy: the cache's is shared, and rendering masks in place
 		v.Checks = slices.Clone(v.Checks)
@@ -529,18 +686,128 @@ func (s *Server) consoleDownload(w http.ResponseWriter, r *http.Request, which, 
 	w.Write(b)
 }
 
-// consoleEventPoll is how often the event stream looks for news, and
-// consoleEventMax how long one stream lasts (the browser reconnects,
-// resuming from the last entry it has).
+// consoleEventPoll is how often the event stream looks for news (backing
+// off to consoleEventIdle while nothing changes), consoleEventMax how
+// long one stream lasts (the browser reconnects, resuming from the last
+// entry it has), and consoleSessionCheck how often an idle stream
+// re-checks its session (it is also checked before anything new is
+// sent).
 var (
-	consoleEventPoll = 250 * time.Millisecond
-	consoleEventMax  = 4 * time.Minute
+	consoleEventPoll    = 250 * time.Millisecond
+	consoleEventIdle    = time.Second
+	consoleEventMax     = 4 * time.Minute
+	consoleSessionCheck = time.Second
 )
 
+// Caps on open event streams (red team F4): per session and in all.
+const (
+	consoleStreamsPerSession = 4
+	consoleStreamsTotal      = 64
+)
+
+// streamLimit counts the open event streams.
+type streamLimit struct {
+	mu    sync.Mutex
+	per   map[string]int // guarded by mu: by session hash
+	total int            // guarded by mu
+}
+
+// acquire takes a stream slot for the session, or says why not.
+func (l *streamLimit) acquire(session string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.per[session] >= consoleStreamsPerSession:
+		return fmt.Sprintf("this session already has %d live views open (the most one session may): close other tabs of this console, or reload later", consoleStreamsPerSession)
+	case l.total >= consoleStreamsTotal:
+		return fmt.Sprintf("the server already serves %d live views (the most it serves at once): reload the page later", consoleStreamsTotal)
+	}
+	if l.per == nil {
+		l.per = map[string]int{}
+	}
+	l.per[session]++
+	l.total++
+	return ""
+}
+
+func (l *streamLimit) release(session string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.per[session]--; l.per[session] <= 0 {
+		delete(l.per, session)
+	}
+	l.total--
+}
+
+// sessionLive reports whether the console session is still live: not
+// ended, expired, or its key revoked (store.ErrUnauthorized otherwise).
+func (s *Server) sessionLive(ctx context.Context, sess *consoleSession) error {
+	cs, err := s.store.ConsoleSessionByHash(ctx, sess.hash)
+	if err != nil {
+		return err
+	}
+	if cs.Admin && cs.AdminFP != s.adminFP() {
+		return store.ErrUnauthorized
+	}
+	return nil
+}
+
+// liveTail reads a live journal incrementally: each call reads from the
+// end of the last complete line it consumed, never the whole file again.
+type liveTail struct {
+	path string
+	off  int64 // bytes of complete lines consumed
+	n    int64 // entries consumed
+}
+
+// next returns the entries written since the last call whose index is
+// at least after, masked.
+func (t *liveTail) next(pool *redact.Pool, after int64) ([]timelineEntry, error) {
+	if t.off >= maxLiveJournal {
+		return nil, nil
+	}
+	f, err := nofollow.Open(t.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	var out []timelineEntry
+	var ferr error
+	used, n, err := journalLines(io.LimitReader(f, maxLiveJournal-t.off), t.n, func(n int64, line []byte) bool {
+		if n < after {
+			return true
+		}
+		e, err := entryOf(pool, n, line)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		out = append(out, e)
+		return true
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	t.off += used
+	t.n = n
+	return out, err
+}
+
 // consoleRunEvents streams a run's new journal entries and state changes
-// as server-sent events until it has ended and every entry was sent (or
-// the client goes). ?after=N (or Last-Event-ID) is how many entries the
-// client has.
+// as server-sent events until it has ended and every entry was sent, the
+// client goes, the stream's time is up, or its session ends (sign-out,
+// expiry, the key revoked: checked before anything new is sent and at
+// least every consoleSessionCheck). ?after=N (or Last-Event-ID) is how
+// many entries the client has. A session holds at most
+// consoleStreamsPerSession streams and the server consoleStreamsTotal
+// (429 beyond). The live journal is read incrementally from where the
+// last read stopped.
 func (s *Server) consoleRunEvents(w http.ResponseWriter, r *http.Request) {
 	run, ae := s.consoleRun(r)
 	if ae != nil {
@@ -559,36 +826,66 @@ func (s *Server) consoleRunEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		sent = max(sent, n)
 	}
+	sess := consoleSessionFrom(r.Context())
+	if msg := s.streams.acquire(sess.hash); msg != "" {
+		s.consoleFail(w, r, &apiError{Code: 429, Msg: msg})
+		return
+	}
+	defer s.streams.release(sess.hash)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
 	bw := bufio.NewWriter(w)
 	state := ""
 	deadline := time.Now().Add(consoleEventMax)
+	checked := time.Now()
+	tail := &liveTail{path: s.liveJournalPath(run.ID)}
+	wait := consoleEventPoll
 	for {
+		var news []timelineEntry
+		var err error
+		if store.Terminal(run.State) {
+			// the stored journal, read once: the stream ends with it
+			var j []byte
+			if j, err = s.store.Evidence(r.Context(), run.TenantID, run.ID, "journal"); errors.Is(err, store.ErrNotFound) {
+				j, err = nil, nil
+			}
+			if err == nil {
+				news, err = parseTimeline(s.Pool(), j, sent)
+			}
+		} else {
+			news, err = tail.next(s.Pool(), sent)
+		}
+		if err != nil && s.Pool().Err() != nil { // the pool fails loud: nothing more is sent
+			fmt.Fprint(bw, "event: end\ndata: withheld: the redaction pool is empty\n\n")
+			bw.Flush()
+			return
+		}
+		changed := run.State != state || len(news) > 0
+		if changed || time.Since(checked) >= consoleSessionCheck {
+			if s.sessionLive(r.Context(), sess) != nil {
+				fmt.Fprint(bw, "event: end\ndata: signed out\n\n")
+				bw.Flush()
+				rc.Flush()
+				return
+			}
+			checked = time.Now()
+		}
 		if run.State != state {
 			state = run.State
 			fmt.Fprintf(bw, "event: status\ndata: %s\n\n", visible(state))
 		}
-		j, err := s.runJournalBytes(r.Context(), run)
-		if err == nil {
-			for _, e := range parseTimeline(j, sent) {
-				// masked before it is encoded (JSON escapes a secret's
-				// quotes and brackets) and after
-				err := maskStrings(s.Pool(), reflect.ValueOf(&e).Elem())
-				b, _ := json.Marshal(e)
-				var m string
-				if err == nil {
-					m, err = s.Pool().String(string(b))
-				}
-				if err != nil { // the pool fails loud: nothing more is sent
-					fmt.Fprint(bw, "event: end\ndata: withheld: the redaction pool is empty\n\n")
-					bw.Flush()
-					return
-				}
-				fmt.Fprintf(bw, "id: %d\nevent: entry\ndata: %s\n\n", e.Index+1, m)
-				sent = e.Index + 1
+		for _, e := range news {
+			// masked before it is encoded (entryOf), and after
+			b, _ := json.Marshal(e)
+			m, err := s.Pool().String(string(b))
+			if err != nil {
+				fmt.Fprint(bw, "event: end\ndata: withheld: the redaction pool is empty\n\n")
+				bw.Flush()
+				return
 			}
+			fmt.Fprintf(bw, "id: %d\nevent: entry\ndata: %s\n\n", e.Index+1, m)
+			sent = e.Index + 1
 		}
 		if store.Terminal(run.State) && err == nil {
 			fmt.Fprint(bw, "event: end\ndata: ended\n\n")
@@ -602,12 +899,17 @@ func (s *Server) consoleRunEvents(w http.ResponseWriter, r *http.Request) {
 		if time.Now().After(deadline) {
 			return
 		}
+		if changed {
+			wait = consoleEventPoll
+		} else {
+			wait = min(wait*2, consoleEventIdle)
+		}
 		select {
 		case <-r.Context().Done():
 			return
-		case <-time.After(consoleEventPoll):
+		case <-time.After(wait):
 		}
-		if run, err = s.store.RunByID(r.Context(), run.ID); err != nil {
+		if run, err = s.store.Run(r.Context(), run.TenantID, run.ID); err != nil {
 			return
 		}
 	}

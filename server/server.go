@@ -115,6 +115,7 @@ type Server struct {
 	queue     *queue
 	metrics   *metrics
 	secrets   secrets
+	streams   streamLimit // the console's open event streams
 }
 
 // New validates cfg and builds the server; Start starts its queue.
