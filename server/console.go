@@ -93,6 +93,7 @@ func (s *Server) consoleTable() []Route {
 		{"GET", "/console/login", GuardPublic, s.consoleLoginPage},
 		{"POST", "/console/login", GuardPublic, s.consoleLogin},
 		{"POST", "/console/logout", GuardTenantOrAdmin, s.consoleLogout},
+		{"POST", "/console/logout-all", GuardTenantOrAdmin, s.consoleLogoutAll},
 		{"GET", "/console/static/{file}", GuardPublic, s.consoleStatic},
 		{"GET", "/console/runs", GuardTenant, s.consoleRuns},
 		{"GET", "/console/runs/{run}", GuardTenant, s.consoleRunPage},
@@ -643,6 +644,19 @@ func (s *Server) consoleLogout(w http.ResponseWriter, r *http.Request) {
 	sess := consoleSessionFrom(r.Context())
 	if err := s.store.EndConsoleSession(r.Context(), sess.hash); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.consoleFail(w, r, &apiError{Code: 503, Msg: "cannot end the session now", Err: err})
+		return
+	}
+	http.SetCookie(w, s.clearCookie(r))
+	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+}
+
+// consoleLogoutAll ends every session of the caller's key (or of the
+// admin key), this one included: "sign out everywhere", for a lost
+// laptop's cookie without revoking the key.
+func (s *Server) consoleLogoutAll(w http.ResponseWriter, r *http.Request) {
+	sess := consoleSessionFrom(r.Context())
+	if _, err := s.store.EndConsoleSessionsOf(r.Context(), sess.hash); err != nil {
+		s.consoleFail(w, r, &apiError{Code: 503, Msg: "cannot end the sessions now", Err: err})
 		return
 	}
 	http.SetCookie(w, s.clearCookie(r))

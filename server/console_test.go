@@ -464,3 +464,28 @@ func TestConsoleRunsList(t *testing.T) {
 		t.Errorf("another tenant's run page: %d", p.code)
 	}
 }
+
+// TestConsoleSignOutEverywhere: form#logout-all ends every session of
+// the caller's key and none of another key's; without the CSRF token it
+// ends nothing (red team F9).
+func TestConsoleSignOutEverywhere(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.setup(projectFor("true"))
+	c1, c2 := e.mustSignIn(e.keys["member"]), e.mustSignIn(e.keys["member"])
+	other := e.mustSignIn(e.keys["approver"])
+	if b := c1.get("/console/runs").body; !strings.Contains(b, `<form id="logout-all" method="post" action="/console/logout-all">`) {
+		t.Fatalf("no form#logout-all in the header:\n%s", b)
+	}
+	if p := c1.req("POST", "/console/logout-all", url.Values{}, "Origin", e.url, "Sec-Fetch-Site", "same-origin"); p.code != 403 || !c2.signedIn() {
+		t.Fatalf("sign out everywhere without the token: %d, or it ended a session", p.code)
+	}
+	if p := c1.post("/console/logout-all", nil); p.code != 303 || p.hdr.Get("Location") != "/console/login" {
+		t.Fatalf("sign out everywhere: %d %s", p.code, p.hdr.Get("Location"))
+	}
+	if c1.signedIn() || c2.signedIn() {
+		t.Error("a session of the key is live after sign out everywhere")
+	}
+	if !other.signedIn() {
+		t.Error("another key's session ended")
+	}
+}

@@ -18,9 +18,16 @@ type ConsoleSession struct {
 	ExpiresAt time.Time
 }
 
+// MaxConsoleSessions is how many live console sessions one key (or the
+// admin key) holds: a sign-in past it ends the oldest.
+const MaxConsoleSessions = 16
+
 // StartConsoleSession records a session under hash, the SHA-256 (hex) of
 // its token: for the key keyID, or, when keyID is "", for the operator
-// whose admin key has the fingerprint adminFP.
+// whose admin key has the fingerprint adminFP. It first purges every
+// session row that has expired or ended (of any key), and after the
+// insert ends (deletes) the key's oldest live sessions past
+// MaxConsoleSessions.
 func (s *Store) StartConsoleSession(ctx context.Context, hash, keyID, adminFP string, expires time.Time) error {
 	if len(hash) != 64 || (keyID == "") == (adminFP == "") {
 		return errors.New("store: a console session needs its token's hash and exactly one of a key or the admin fingerprint")
@@ -31,9 +38,30 @@ func (s *Store) StartConsoleSession(ctx context.Context, hash, keyID, adminFP st
 	} else {
 		fp = adminFP
 	}
-	_, err := s.exec(ctx, `INSERT INTO console_sessions (hash, key_id, admin_fp, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
-		hash, kid, fp, s.now().UnixNano(), expires.UnixNano())
+	now := s.now().UnixNano()
+	if _, err := s.exec(ctx, `DELETE FROM console_sessions WHERE expires_at <= ? OR revoked_at IS NOT NULL`, now); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, `INSERT INTO console_sessions (hash, key_id, admin_fp, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		hash, kid, fp, now, expires.UnixNano()); err != nil {
+		return err
+	}
+	col, who := "key_id", keyID
+	if keyID == "" {
+		col, who = "admin_fp", adminFP
+	}
+	_, err := s.exec(ctx, `DELETE FROM console_sessions WHERE `+col+` = ? AND hash NOT IN
+		(SELECT hash FROM console_sessions WHERE `+col+` = ? ORDER BY created_at DESC, hash LIMIT ?)`, who, who, MaxConsoleSessions)
 	return err
+}
+
+// EndConsoleSessionsOf ends every live session of the key (or the admin
+// key) the session under hash was opened with, that one included, and
+// returns how many it ended; an unknown hash ends none.
+func (s *Store) EndConsoleSessionsOf(ctx context.Context, hash string) (int64, error) {
+	return s.exec(ctx, `UPDATE console_sessions SET revoked_at = ? WHERE revoked_at IS NULL AND (
+		key_id = (SELECT key_id FROM console_sessions WHERE hash = ?) OR
+		admin_fp = (SELECT admin_fp FROM console_sessions WHERE hash = ? AND key_id IS NULL))`, s.now().UnixNano(), hash, hash)
 }
 
 // ConsoleSessionByHash returns the live session under hash: unexpired,
