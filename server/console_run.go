@@ -123,8 +123,11 @@ func clip(s string, n int) string {
 	for cut > 0 && !isRuneStart(s[cut]) {
 		cut--
 	}
-	if i := strings.LastIndex(s[:cut], "[redacted:"); i >= 0 && !strings.Contains(s[i:cut], "]") {
-		cut = i // the mark crosses the cut: cut before it
+	const mark = "[redacted:"
+	// the last mark that starts before the cut (its prefix may itself
+	// cross the cut): if it ends after the cut, cut before it
+	if i := strings.LastIndex(s[:min(len(s), cut+len(mark)-1)], mark); i >= 0 && i < cut && !strings.Contains(s[i:cut], "]") {
+		cut = i
 	}
 	return s[:cut] + fmt.Sprintf(" … (%d more bytes)", len(s)-cut)
 }
