@@ -36,6 +36,7 @@ import (
 	"path"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -67,8 +68,9 @@ const (
 
 // consoleTemplates is one template set per page: layout.html and the
 // shared partials (_*.html) with the page's file. Every other file in
-// console/templates is a page, named by its file name.
-var consoleTemplates = func() map[string]*template.Template {
+// console/templates is a page, named by its file name. Parsed on first
+// use (nothing is built at package initialisation).
+var consoleTemplates = sync.OnceValue(func() map[string]*template.Template {
 	funcs := template.FuncMap{"visible": visible, "age": ageOf}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(consoleFS, "console/templates/layout.html", "console/templates/_*.html"))
 	names, err := fs.Glob(consoleFS, "console/templates/*.html")
@@ -84,7 +86,7 @@ var consoleTemplates = func() map[string]*template.Template {
 		out[base] = template.Must(template.Must(layout.Clone()).ParseFS(consoleFS, n))
 	}
 	return out
-}()
+})
 
 // consoleTable is the console's routes, appended to the API's in table().
 // Their guards are the API's; consoleGuard applies them by cookie.
@@ -354,7 +356,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, 
 // would mask; every other page passes false (render does).
 func (s *Server) renderPage(w http.ResponseWriter, r *http.Request, code int, name string, pg consolePage, reveal bool) {
 	consoleHeaders(w, r)
-	t, ok := consoleTemplates[name]
+	t, ok := consoleTemplates()[name]
 	if !ok {
 		panic("server: no console template " + name) // a programming error
 	}
