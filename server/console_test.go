@@ -493,3 +493,25 @@ func TestConsoleSignOutEverywhere(t *testing.T) {
 		t.Error("another key's session ended")
 	}
 }
+
+// TestConsoleRunPageBounded: a journal longer than the page shows is cut
+// to its last entries with a note, and the live stream resumes after the
+// journal's last entry, not the page's count (red team F5).
+func TestConsoleRunPageBounded(t *testing.T) {
+	f := newFake()
+	f.block = true
+	e := newEnv(t, envOpts{exec: f})
+	e.setup(projectFor("true"))
+	id, _ := heldRun(t, e)
+	var entries []map[string]any
+	for i := range 2100 {
+		entries = append(entries, map[string]any{"type": "command", "body": map[string]any{"argv": []any{"echo", i}, "exit": 0}})
+	}
+	writeJournal(e.dir, id, entries)
+	p := e.mustSignIn(e.keys["member"]).get("/console/runs/" + id)
+	if p.code != 200 || strings.Count(p.body, `<li class="entry"`) != 2000 || !strings.Contains(p.body, `id="timeline-omitted"`) ||
+		!strings.Contains(p.body, "the 100 before them are not shown") || !strings.Contains(p.body, `data-index="2099"`) ||
+		strings.Contains(p.body, `data-index="99"`) || !strings.Contains(p.body, "events?after=2100") {
+		t.Errorf("run page of a 2100-entry journal: %d, %d entries shown", p.code, strings.Count(p.body, `<li class="entry"`))
+	}
+}
