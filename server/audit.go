@@ -1,7 +1,7 @@
 package server
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -160,11 +160,24 @@ func (s *Server) auditPub(w http.ResponseWriter, r *http.Request) {
 // reveals every record under the same masking. A pool that fails loud
 // refuses the export (500) before anything is sent.
 func (s *Server) auditExport(w http.ResponseWriter, r *http.Request) {
+	export, ae := s.auditExportFor(r)
+	if ae != nil {
+		s.fail(w, r, ae)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", `attachment; filename="audit.jsonl"`)
+	w.Write(export)
+}
+
+// auditExportFor builds the request's principal's audit export: the one
+// path of the API's export and the console's (its page and its download).
+func (s *Server) auditExportFor(r *http.Request) ([]byte, *apiError) {
 	p := principalFrom(r.Context())
 	pool := s.Pool()
 	if err := pool.Err(); err != nil {
-		s.fail(w, r, &apiError{Code: 500, Msg: "the audit export was withheld: " + err.Error(), Hint: "fix the server's --secrets configuration"})
-		return
+		return nil, &apiError{Code: 500, Msg: "the audit export was withheld: " + err.Error(), Hint: "fix the server's --secrets configuration"}
 	}
 	tenant := ""
 	if !p.admin {
@@ -184,31 +197,22 @@ func (s *Server) auditExport(w http.ResponseWriter, r *http.Request) {
 	}
 	// The whole export is built before anything is sent: a chain that
 	// does not rebuild is a 500, never half an export.
-	var lines [][]byte
+	var buf bytes.Buffer
 	head, err := s.store.AuditLog(r.Context(), func(rec store.AuditRecord) error {
-		lines = append(lines, rec.Record.Export(p.admin || rec.Tenant == tenant, reveal))
+		buf.Write(rec.Record.Export(p.admin || rec.Tenant == tenant, reveal))
+		buf.WriteByte('\n')
 		return nil
 	})
 	if errors.Is(err, store.ErrAuditBroken) || errors.Is(err, store.ErrAuditKey) {
-		s.fail(w, r, &apiError{Code: 500, Msg: "the audit log does not verify in the database; no head is signed over it", Err: err})
-		return
+		return nil, &apiError{Code: 500, Msg: "the audit log does not verify in the database; no head is signed over it", Err: err}
 	}
 	if err != nil {
-		s.fail(w, r, storeError(err, "audit log"))
-		return
+		return nil, storeError(err, "audit log")
 	}
 	s.log.InfoContext(r.Context(), "audit export", "tenant", tenant, "records", head.Count)
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Disposition", `attachment; filename="audit.jsonl"`)
-	bw := bufio.NewWriter(w)
-	for _, l := range lines {
-		bw.Write(l)
-		bw.WriteByte('\n')
-	}
-	bw.Write(head.Seal(s.auditKey()))
-	bw.WriteByte('\n')
-	bw.Flush()
+	buf.Write(head.Seal(s.auditKey()))
+	buf.WriteByte('\n')
+	return buf.Bytes(), nil
 }
 
 // auditResolution records that a run resolves secrets, by reference.

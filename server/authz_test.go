@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -130,7 +131,7 @@ func checkSurface(s *surface, live []server.Route, resolve func(method, path str
 
 // concrete fills a pattern's wildcards.
 func concrete(p string) string {
-	r := strings.NewReplacer("{tenant}", "ten_x", "{key}", "key_x", "{project}", "p", "{run}", "run_x", "{secret}", "s")
+	r := strings.NewReplacer("{tenant}", "ten_x", "{key}", "key_x", "{project}", "p", "{run}", "run_x", "{secret}", "s", "{file}", "console.css")
 	return r.Replace(p)
 }
 
@@ -256,7 +257,7 @@ func authzMatrix(t *testing.T, pg bool) {
 				// p's runs, whom gate independence bars from approving them
 				proj = "w"
 			}
-			if strings.HasPrefix(r.Path, "/v1/runs/{run}/review") {
+			if strings.HasPrefix(r.Path, "/v1/runs/{run}/review") || strings.HasPrefix(r.Path, "/console/runs/{run}/review") {
 				// a finished run, whose change is waiting for review
 				e.must(200, "POST", "/v1/runs/"+run+"/approve", e.keys["approver"], "")
 				e.wait(run, e.keys["member"], 30*time.Second)
@@ -283,6 +284,10 @@ func authzMatrix(t *testing.T, pg bool) {
 			case "PUT /v1/risk-policy":
 				body = `{"approvals":{"low":1,"medium":1,"high":2},"rules":[]}`
 			}
+			if strings.HasPrefix(r.Path, "/console/") {
+				consoleCell(t, e, r.Method, r.Path, path, r.Guard, p)
+				continue
+			}
 			k, hdr := e.keys[p], []string{}
 			if p == "explicit" {
 				k, hdr = adminKey, []string{server.ExplicitHeader, "1"}
@@ -303,6 +308,60 @@ func authzMatrix(t *testing.T, pg bool) {
 				t.Errorf("%s, want it allowed", cell)
 			}
 		}
+	}
+}
+
+// consoleCell is one cell of the matrix for a console route: the same
+// principals, each signed in to the console (a bare tenant key cannot
+// sign in, so "tenant" has no session, as "none"; "other" is tenant b's
+// approver; "explicit" is the admin), the expected outcome by guard for
+// what each principal is.
+// A request without a session is sent to sign in (a GET, 303) or refused
+// (401).
+func consoleCell(t *testing.T, e *env, method, pattern, path, guard, p string) {
+	t.Helper()
+	allow := map[string][]string{
+		"public":          {"none", "tenant", "other", "member", "approver", "admin", "explicit"},
+		"tenant":          {"other", "member", "approver"},
+		"user":            {"other", "member", "approver"},
+		"approver":        {"other", "approver"},
+		"admin":           {"admin", "explicit"},
+		"tenant-or-admin": {"other", "member", "approver", "admin", "explicit"},
+	}
+	ok := slices.Contains(allow[guard], p)
+	c := e.console()
+	switch p {
+	case "other":
+		c = e.mustSignIn(e.keys["other-approver"])
+	case "member", "approver":
+		c = e.mustSignIn(e.keys[p])
+	case "admin", "explicit":
+		c = e.mustSignIn(adminKey)
+	}
+	path = strings.ReplaceAll(path, "{file}", "console.css")
+	var got page
+	if method == "POST" {
+		form := url.Values{"reason": {"a reason"}}
+		if pattern == "/console/login" {
+			form.Set("key", e.keys["member"])
+		}
+		got = c.post(path, form)
+	} else {
+		got = c.get(path)
+	}
+	cell := fmt.Sprintf("%s %s as %s (console): %d", method, pattern, p, got.code)
+	signedOut := p == "none" || p == "tenant"
+	switch {
+	case !ok && signedOut && method == "GET" && !strings.HasSuffix(pattern, "/events") && (got.code != 303 || got.hdr.Get("Location") != "/console/login"):
+		t.Errorf("%s, want 303 to /console/login", cell)
+	case !ok && signedOut && (method == "POST" || strings.HasSuffix(pattern, "/events")) && got.code != 401:
+		t.Errorf("%s, want 401", cell)
+	case !ok && !signedOut && got.code != 403:
+		t.Errorf("%s, want 403", cell)
+	case ok && p == "other" && strings.Contains(pattern, "{run}") && got.code != 404:
+		t.Errorf("%s, want 404: another tenant's resource", cell)
+	case ok && p != "other" && (got.code == 401 || got.code == 403 || got.code == 404 || got.code >= 500):
+		t.Errorf("%s, want it allowed: %.300s", cell, got.body)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cordon-dev/cordon/server"
 )
 
 var update = flag.Bool("update", false, "rewrite server/openapi.json from the live router and the authorization surface")
@@ -31,16 +33,24 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 				"operationId": strings.ToLower(r.Method) + strings.NewReplacer("/", "_", "{", "", "}", "", ".", "_", "-", "_").Replace(r.Path),
 				"responses":   map[string]any{"default": map[string]any{"description": "JSON; errors are {\"error\": …, \"hint\": …}"}},
 			}
-			if r.Guard != "public" {
+			switch {
+			case r.Guard == "public":
+			case strings.HasPrefix(r.Path, "/console/"):
+				// the web console: HTML, signed in by its session cookie; a
+				// bearer key is never read there (docs/console.md)
+				op["security"] = []any{map[string]any{"console": []any{}}}
+				op["responses"] = map[string]any{"default": map[string]any{"description": "HTML (the web console); errors are HTML pages"}}
+			default:
 				op["security"] = []any{map[string]any{"bearer": []any{}}}
 			}
 			paths[r.Path][strings.ToLower(r.Method)] = op
 		}
 		doc := map[string]any{
-			"openapi":    "3.1.0",
-			"info":       map[string]any{"title": "cordon control plane", "version": "1", "description": "See docs/server.md; guards and blast radii in docs/security/authz-surface.json."},
-			"components": map[string]any{"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}}},
-			"paths":      paths,
+			"openapi": "3.1.0",
+			"info":    map[string]any{"title": "cordon control plane", "version": "1", "description": "See docs/server.md; guards and blast radii in docs/security/authz-surface.json."},
+			"components": map[string]any{"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"},
+				"console": map[string]any{"type": "apiKey", "in": "cookie", "name": server.ConsoleCookie}}},
+			"paths": paths,
 		}
 		b, _ := json.MarshalIndent(doc, "", "  ")
 		if err := os.WriteFile("openapi.json", append(b, '\n'), 0o644); err != nil {

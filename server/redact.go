@@ -268,6 +268,10 @@ func (rw *redactWriter) WriteHeader(code int) {
 	rw.decide()
 }
 
+// Unwrap lets http.ResponseController flush a response that passes
+// through unbuffered (the console's server-sent events).
+func (rw *redactWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
 func (rw *redactWriter) Write(b []byte) (int, error) {
 	rw.decide()
 	if rw.buffer {

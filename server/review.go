@@ -287,7 +287,6 @@ func (s *Server) declineReview(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) decideReview(w http.ResponseWriter, r *http.Request, decision string) {
-	p := tenantOf(r)
 	b, ae := readBody(r)
 	if ae != nil {
 		s.fail(w, r, ae)
@@ -300,50 +299,54 @@ func (s *Server) decideReview(w http.ResponseWriter, r *http.Request, decision s
 			return
 		}
 	}
-	if len(body.Reason) > maxReason || strings.ContainsFunc(body.Reason, isControl) {
-		s.fail(w, r, &apiError{Code: 400, Msg: fmt.Sprintf("reason: at most %d bytes, no control characters", maxReason)})
+	v, ae := s.decideRunReview(r, r.PathValue("run"), decision, body.Reason)
+	if ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
-	if decision == store.DecisionDecline && strings.TrimSpace(body.Reason) == "" {
-		s.fail(w, r, &apiError{Code: 400, Msg: "a decline needs a reason", Hint: `send {"reason": "…"}`})
-		return
+	writeJSON(w, 200, v)
+}
+
+// decideRunReview records the request's principal's decision on a run's
+// change: the one path of the API's and the console's accept and
+// decline.
+func (s *Server) decideRunReview(r *http.Request, id, decision, reason string) (*reviewView, *apiError) {
+	p := tenantOf(r)
+	if ae := checkReason(reason); ae != nil {
+		return nil, ae
+	}
+	if decision == store.DecisionDecline && strings.TrimSpace(reason) == "" {
+		return nil, &apiError{Code: 400, Msg: "a decline needs a reason", Hint: `send {"reason": "…"}`}
 	}
 	var rv *store.Review
 	err := s.audited(r, p.TenantID, "run.review."+decision, func() map[string]any {
-		return map[string]any{"run": rv.RunID, "reason": body.Reason, "tier": rv.Tier, "needed": int64(rv.Needed), "state": rv.State}
+		return map[string]any{"run": rv.RunID, "reason": reason, "tier": rv.Tier, "needed": int64(rv.Needed), "state": rv.State}
 	}, func(ctx context.Context) (err error) {
-		rv, err = s.store.DecideReview(ctx, p.TenantID, r.PathValue("run"), p.UserID, decision, body.Reason)
+		rv, err = s.store.DecideReview(ctx, p.TenantID, id, p.UserID, decision, reason)
 		return err
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		s.fail(w, r, &apiError{Code: 404, Msg: "no such run with a change to review"})
-		return
+		return nil, &apiError{Code: 404, Msg: "no such run with a change to review"}
 	case errors.Is(err, store.ErrDecided):
-		s.fail(w, r, &apiError{Code: 409, Msg: "you have already decided on this run's change; another approver must"})
-		return
+		return nil, &apiError{Code: 409, Msg: "you have already decided on this run's change; another approver must"}
 	case errors.Is(err, store.ErrNoReview):
-		s.fail(w, r, &apiError{Code: 409, Msg: err.Error()[len("store: "):]})
-		return
+		return nil, &apiError{Code: 409, Msg: err.Error()[len("store: "):]}
 	case errors.Is(err, store.ErrSelfApproval):
-		s.fail(w, r, &apiError{Code: 403, Msg: "the submitter of a run cannot accept or decline its change; another approver must", Err: err})
-		return
+		return nil, &apiError{Code: 403, Msg: "the submitter of a run cannot accept or decline its change; another approver must", Err: err}
 	case err != nil:
-		s.fail(w, r, storeError(err, "run"))
-		return
+		return nil, storeError(err, "run")
 	}
 	s.metrics.run("review_" + decision)
 	run, err := s.store.Run(r.Context(), p.TenantID, rv.RunID)
 	if err != nil {
-		s.fail(w, r, storeError(err, "run"))
-		return
+		return nil, storeError(err, "run")
 	}
 	v, err := s.reviewView(r.Context(), run, rv)
 	if err != nil {
-		s.fail(w, r, &apiError{Code: 500, Msg: "internal error", Err: err})
-		return
+		return nil, &apiError{Code: 500, Msg: "internal error", Err: err}
 	}
-	writeJSON(w, 200, v)
+	return v, nil
 }
 
 func isControl(r rune) bool { return r < 0x20 && r != '\n' || r == 0x7f || (r >= 0x80 && r < 0xa0) }

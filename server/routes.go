@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,7 +28,7 @@ import (
 // only place routes are registered (New), so the live router and
 // Routes() are one list; docs/security/authz-surface.json must match it.
 func (s *Server) table() []Route {
-	return []Route{
+	return append([]Route{
 		{"GET", "/healthz", GuardPublic, s.healthz},
 		{"GET", "/readyz", GuardPublic, s.readyz},
 		{"GET", "/openapi.json", GuardPublic, s.openapi},
@@ -70,7 +71,7 @@ func (s *Server) table() []Route {
 
 		{"GET", "/v1/audit.pub", GuardPublic, s.auditPub},
 		{"GET", "/v1/audit/export", GuardTenantOrAdmin, s.auditExport},
-	}
+	}, append(s.consoleTable(), s.consolePagesTable()...)...)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -114,26 +115,34 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 400, Msg: "tenant: " + err.Error()})
 		return
 	}
-	if !validName(req.Name) {
-		s.fail(w, r, &apiError{Code: 400, Msg: fmt.Sprintf("tenant name %q: use 1 to 64 of a-z, 0-9, '-' and '_'", req.Name)})
-		return
-	}
-	if _, err := grant.Parse(req.Ceiling); err != nil {
-		s.fail(w, r, &apiError{Code: 400, Msg: "ceiling: " + err.Error(), Hint: "the ceiling is a grant set (docs/sandbox.md)"})
-		return
-	}
-	var t *store.Tenant
-	err := s.audited(r, "", "tenant.create", func() map[string]any {
-		return map[string]any{"tenant": t.ID, "name": t.Name, "ceiling": canon.Sum(req.Ceiling).String()}
-	}, func(ctx context.Context) (err error) {
-		t, err = s.store.CreateTenant(ctx, req.Name, req.Ceiling)
-		return err
-	})
-	if err != nil {
-		s.fail(w, r, storeError(err, "tenant"))
+	t, ae := s.newTenant(r, req.Name, req.Ceiling)
+	if ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
 	writeJSON(w, 201, tenantView{t, t.Ceiling})
+}
+
+// newTenant creates a tenant with a ceiling, audited: the API's and the
+// console's one path.
+func (s *Server) newTenant(r *http.Request, name string, ceiling []byte) (*store.Tenant, *apiError) {
+	if !validName(name) {
+		return nil, &apiError{Code: 400, Msg: fmt.Sprintf("tenant name %q: use 1 to 64 of a-z, 0-9, '-' and '_'", name)}
+	}
+	if _, err := grant.Parse(ceiling); err != nil {
+		return nil, &apiError{Code: 400, Msg: "ceiling: " + err.Error(), Hint: "the ceiling is a grant set (docs/sandbox.md)"}
+	}
+	var t *store.Tenant
+	err := s.audited(r, "", "tenant.create", func() map[string]any {
+		return map[string]any{"tenant": t.ID, "name": t.Name, "ceiling": canon.Sum(ceiling).String()}
+	}, func(ctx context.Context) (err error) {
+		t, err = s.store.CreateTenant(ctx, name, ceiling)
+		return err
+	})
+	if err != nil {
+		return nil, storeError(err, "tenant")
+	}
+	return t, nil
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
@@ -232,20 +241,31 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var k *store.Key
-	var secret string
-	err := s.audited(r, r.PathValue("tenant"), "key.create", func() map[string]any {
-		return map[string]any{"key": k.ID, "user": k.UserID}
-	}, func(ctx context.Context) (err error) {
-		k, secret, err = s.store.CreateKey(ctx, r.PathValue("tenant"), req.User)
-		return err
-	})
-	if err != nil {
-		s.fail(w, r, storeError(err, "tenant or user"))
+	k, secret, ae := s.newKey(r, r.PathValue("tenant"), req.User)
+	if ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
 	revealToCaller(r) // the new key, shown once to the operator who made it
 	writeJSON(w, 201, keyView{k, secret, shownOnce})
+}
+
+// newKey creates a key of a tenant (for one of its users when user is
+// not ""), audited: the API's and the console's one path. The secret is
+// returned once; the store keeps only its hash.
+func (s *Server) newKey(r *http.Request, tenant, user string) (*store.Key, string, *apiError) {
+	var k *store.Key
+	var secret string
+	err := s.audited(r, tenant, "key.create", func() map[string]any {
+		return map[string]any{"key": k.ID, "user": k.UserID}
+	}, func(ctx context.Context) (err error) {
+		k, secret, err = s.store.CreateKey(ctx, tenant, user)
+		return err
+	})
+	if err != nil {
+		return nil, "", storeError(err, "tenant or user")
+	}
+	return k, secret, nil
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
@@ -258,15 +278,24 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if err := s.audited(r, r.PathValue("tenant"), "key.revoke", func() map[string]any {
-		return map[string]any{"key": r.PathValue("key")}
-	}, func(ctx context.Context) error {
-		return s.store.RevokeKey(ctx, r.PathValue("tenant"), r.PathValue("key"))
-	}); err != nil {
-		s.fail(w, r, storeError(err, "unrevoked key"))
+	if ae := s.revokeTenantKey(r, r.PathValue("tenant"), r.PathValue("key")); ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
 	writeJSON(w, 200, map[string]string{"key": r.PathValue("key"), "status": "revoked"})
+}
+
+// revokeTenantKey revokes a tenant's key, audited: the API's and the
+// console's one path.
+func (s *Server) revokeTenantKey(r *http.Request, tenant, key string) *apiError {
+	if err := s.audited(r, tenant, "key.revoke", func() map[string]any {
+		return map[string]any{"key": key}
+	}, func(ctx context.Context) error {
+		return s.store.RevokeKey(ctx, tenant, key)
+	}); err != nil {
+		return storeError(err, "unrevoked key")
+	}
+	return nil
 }
 
 func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
@@ -540,49 +569,94 @@ func writeRunWithSnapshot(w http.ResponseWriter, v runView, snap []byte) {
 
 // approve is the sole execution trigger: it queues the run.
 func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
+	run, ae := s.approveRun(r, r.PathValue("run"), "")
+	if ae != nil {
+		s.fail(w, r, ae)
+		return
+	}
+	writeJSON(w, 200, s.view(run))
+}
+
+// approveRun approves a run as the request's principal and queues it:
+// the one approval path, the API's and the console's. reason, when not
+// "", is recorded in the audit record (the console's form asks for one).
+// Gate independence is the store's (store.Approve's conditional update).
+func (s *Server) approveRun(r *http.Request, id, reason string) (*store.Run, *apiError) {
 	p := tenantOf(r)
-	id := r.PathValue("run")
+	if ae := checkReason(reason); ae != nil {
+		return nil, ae
+	}
 	run, err := s.store.Run(r.Context(), p.TenantID, id)
 	if err != nil {
-		s.fail(w, r, storeError(err, "run"))
-		return
+		return nil, storeError(err, "run")
 	}
 	// The project must still pass against the current ceiling.
 	t, err := s.store.Tenant(r.Context(), p.TenantID)
 	if err != nil {
-		s.fail(w, r, storeError(err, "tenant"))
-		return
+		return nil, storeError(err, "tenant")
 	}
 	if err := checkSnapshot(run.Config, t.Ceiling, s.cfg.MaxWall); err != nil {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run's task no longer passes its checks: " + err.Error()})
-		return
+		return nil, &apiError{Code: 409, Msg: "the run's task no longer passes its checks: " + err.Error()}
 	}
-	if err := s.audited(r, p.TenantID, "run.approve", func() map[string]any { return map[string]any{"run": id} },
+	if err := s.audited(r, p.TenantID, "run.approve", func() map[string]any { return withReason(map[string]any{"run": id}, reason) },
 		func(ctx context.Context) error { return s.store.Approve(ctx, p.TenantID, id, p.UserID) }); err != nil {
-		s.fail(w, r, storeError(err, "run"))
-		return
+		return nil, storeError(err, "run")
 	}
 	if err := s.queue.enqueue(r.Context(), id); err != nil {
 		// The run is queued in the store; the queue's sweep (and recovery
 		// at the next start) enqueues it again, so it is not lost.
-		s.fail(w, r, &apiError{Code: 503, Msg: "approved, but the queue did not take it now; it is queued again within 30 seconds", Err: err})
-		return
+		return nil, &apiError{Code: 503, Msg: "approved, but the queue did not take it now; it is queued again within 30 seconds", Err: err}
 	}
 	s.metrics.run("approved")
-	run, _ = s.store.Run(r.Context(), p.TenantID, id)
-	writeJSON(w, 200, s.view(run))
+	run, err = s.store.Run(r.Context(), p.TenantID, id)
+	if err != nil {
+		return nil, storeError(err, "run")
+	}
+	return run, nil
 }
 
 func (s *Server) reject(w http.ResponseWriter, r *http.Request) {
-	p := tenantOf(r)
-	if err := s.audited(r, p.TenantID, "run.reject", func() map[string]any { return map[string]any{"run": r.PathValue("run")} },
-		func(ctx context.Context) error { return s.store.Reject(ctx, p.TenantID, r.PathValue("run"), p.UserID) }); err != nil {
-		s.fail(w, r, storeError(err, "run"))
+	run, ae := s.rejectRun(r, r.PathValue("run"), "")
+	if ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
-	s.metrics.run("rejected")
-	run, _ := s.store.Run(r.Context(), p.TenantID, r.PathValue("run"))
 	writeJSON(w, 200, s.view(run))
+}
+
+// rejectRun rejects a run as the request's principal: the API's and the
+// console's one path.
+func (s *Server) rejectRun(r *http.Request, id, reason string) (*store.Run, *apiError) {
+	p := tenantOf(r)
+	if ae := checkReason(reason); ae != nil {
+		return nil, ae
+	}
+	if err := s.audited(r, p.TenantID, "run.reject", func() map[string]any { return withReason(map[string]any{"run": id}, reason) },
+		func(ctx context.Context) error { return s.store.Reject(ctx, p.TenantID, id, p.UserID) }); err != nil {
+		return nil, storeError(err, "run")
+	}
+	s.metrics.run("rejected")
+	run, err := s.store.Run(r.Context(), p.TenantID, id)
+	if err != nil {
+		return nil, storeError(err, "run")
+	}
+	return run, nil
+}
+
+// checkReason checks a decision's reason: at most maxReason bytes, no
+// control characters but newlines.
+func checkReason(reason string) *apiError {
+	if len(reason) > maxReason || strings.ContainsFunc(reason, isControl) {
+		return &apiError{Code: 400, Msg: fmt.Sprintf("reason: at most %d bytes, no control characters", maxReason)}
+	}
+	return nil
+}
+
+func withReason(m map[string]any, reason string) map[string]any {
+	if reason != "" {
+		m["reason"] = reason
+	}
+	return m
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
@@ -627,17 +701,9 @@ func (s *Server) serveEvidence(w http.ResponseWriter, r *http.Request, which, ct
 		s.fail(w, r, storeError(err, "run"))
 		return
 	}
-	if !store.Terminal(run.State) {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run has not ended (state " + run.State + "); its evidence is stored when it does"})
-		return
-	}
-	b, err := s.store.Evidence(r.Context(), run.TenantID, run.ID, which)
-	if errors.Is(err, store.ErrNotFound) {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run left no evidence (state " + run.State + ")"})
-		return
-	}
-	if err != nil {
-		s.fail(w, r, storeError(err, "run"))
+	b, ae := s.storedEvidence(r.Context(), run, which)
+	if ae != nil {
+		s.fail(w, r, ae)
 		return
 	}
 	w.Header().Set("Content-Type", ctype)
@@ -646,6 +712,22 @@ func (s *Server) serveEvidence(w http.ResponseWriter, r *http.Request, which, ct
 		w.Header().Set("Content-Disposition", `attachment; filename="`+run.ID+ext+`"`)
 	}
 	w.Write(b)
+}
+
+// storedEvidence is a run's stored journal or record: the API's and the
+// console's downloads.
+func (s *Server) storedEvidence(ctx context.Context, run *store.Run, which string) ([]byte, *apiError) {
+	if !store.Terminal(run.State) {
+		return nil, &apiError{Code: 409, Msg: "the run has not ended (state " + run.State + "); its evidence is stored when it does"}
+	}
+	b, err := s.store.Evidence(ctx, run.TenantID, run.ID, which)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &apiError{Code: 409, Msg: "the run left no evidence (state " + run.State + ")"}
+	}
+	if err != nil {
+		return nil, storeError(err, "run")
+	}
+	return b, nil
 }
 
 // writeTar writes dir as a gzipped tar under prefix: regular files and
@@ -731,20 +813,28 @@ func (s *Server) runWorkspace(r *http.Request) (*store.Run, string, *apiError) {
 // mailboxList returns the run's mailbox: the agent's messages and the
 // replies of the tenant's users (agent/mailbox).
 func (s *Server) mailboxList(w http.ResponseWriter, r *http.Request) {
-	_, ws, ae := s.runWorkspace(r)
+	agent, op, ae := s.mailboxRead(r)
 	if ae != nil {
 		s.fail(w, r, ae)
 		return
 	}
+	writeJSON(w, 200, map[string]any{"agent": agent, "operator": op})
+}
+
+// mailboxRead reads the request's run's mailbox, both senders' logs: the
+// API's and the console's one path.
+func (s *Server) mailboxRead(r *http.Request) (agent, op []mailbox.Message, ae *apiError) {
+	_, ws, ae := s.runWorkspace(r)
+	if ae != nil {
+		return nil, nil, ae
+	}
 	agent, err := mailbox.List(ws, mailbox.FromAgent)
 	if err != nil {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err})
-		return
+		return nil, nil, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err}
 	}
-	op, err := mailbox.List(ws, mailbox.FromOperator)
+	op, err = mailbox.List(ws, mailbox.FromOperator)
 	if err != nil {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err})
-		return
+		return nil, nil, &apiError{Code: 409, Msg: "the run's mailbox cannot be read", Err: err}
 	}
 	if agent == nil {
 		agent = []mailbox.Message{}
@@ -752,7 +842,7 @@ func (s *Server) mailboxList(w http.ResponseWriter, r *http.Request) {
 	if op == nil {
 		op = []mailbox.Message{}
 	}
-	writeJSON(w, 200, map[string]any{"agent": agent, "operator": op})
+	return agent, op, nil
 }
 
 // mailboxPost posts a user's reply to the agent. The text is the
@@ -771,30 +861,38 @@ func (s *Server) mailboxPost(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 400, Msg: "mailbox: " + err.Error() + " (a message has only the member \"text\")"})
 		return
 	}
-	run, ws, ae := s.runWorkspace(r)
+	m, ae := s.mailboxReply(r, req.Text)
 	if ae != nil {
 		s.fail(w, r, ae)
 		return
 	}
+	writeJSON(w, 201, m)
+}
+
+// mailboxReply posts the request's user's reply to the request's run:
+// the API's and the console's one path (the run must be running, the
+// text is checked by mailbox.Post, the reply is audited).
+func (s *Server) mailboxReply(r *http.Request, text string) (mailbox.Message, *apiError) {
+	run, ws, ae := s.runWorkspace(r)
+	if ae != nil {
+		return mailbox.Message{}, ae
+	}
 	if store.Terminal(run.State) {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the run has ended (state " + run.State + "); no one reads its mailbox"})
-		return
+		return mailbox.Message{}, &apiError{Code: 409, Msg: "the run has ended (state " + run.State + "); no one reads its mailbox"}
 	}
 	var m mailbox.Message
 	err := s.audited(r, run.TenantID, "mailbox.reply", func() map[string]any {
-		return map[string]any{"run": run.ID, "seq": m.Seq, "text": req.Text}
+		return map[string]any{"run": run.ID, "seq": m.Seq, "text": text}
 	}, func(context.Context) (err error) {
-		m, err = mailbox.Post(ws, mailbox.FromOperator, req.Text, time.Now())
+		m, err = mailbox.Post(ws, mailbox.FromOperator, text, time.Now())
 		return err
 	})
 	if errors.Is(err, mailbox.ErrInvalid) {
-		s.fail(w, r, &apiError{Code: 400, Msg: err.Error()})
-		return
+		return mailbox.Message{}, &apiError{Code: 400, Msg: err.Error()}
 	}
 	if err != nil {
-		s.fail(w, r, &apiError{Code: 409, Msg: "the message could not be posted", Err: err})
-		return
+		return mailbox.Message{}, &apiError{Code: 409, Msg: "the message could not be posted", Err: err}
 	}
 	s.log.InfoContext(r.Context(), "mailbox reply", "run", run.ID, "user", tenantOf(r).UserID, "seq", m.Seq)
-	writeJSON(w, 201, m)
+	return m, nil
 }

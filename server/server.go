@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -114,6 +115,7 @@ type Server struct {
 	queue     *queue
 	metrics   *metrics
 	secrets   secrets
+	streams   streamLimit // the console's open event streams
 }
 
 // New validates cfg and builds the server; Start starts its queue.
@@ -184,8 +186,13 @@ func New(cfg Config) (*Server, error) {
 	s.mux = http.NewServeMux()
 	for _, rt := range s.table() {
 		s.routes = append(s.routes, rt)
-		s.mux.Handle(rt.Method+" "+rt.Path, s.instrument(rt, s.guard(rt.Guard, rt.handler)))
+		g := s.guard
+		if isConsole(rt.Path) {
+			g = s.consoleGuard // the session cookie, never a bearer header
+		}
+		s.mux.Handle(rt.Method+" "+rt.Path, s.instrument(rt, g(rt.Guard, rt.handler)))
 	}
+	s.mux.HandleFunc("/console/", s.consoleNotFound)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &apiError{Code: 404, Msg: "no such route; GET /openapi.json lists them"})
 	})
@@ -205,6 +212,9 @@ func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		if strings.HasPrefix(r.URL.Path, "/console/") {
+			consoleHeaders(w, r) // every console response, the router's own 405s included
+		}
 		s.redactResponses(s.mux).ServeHTTP(w, r)
 	})
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -449,6 +450,83 @@ func TestReadGateReleased(t *testing.T) {
 		}
 		if _, err := s.Runs(ctx, f.tenant.ID, 10); err != nil || ctx.Err() != nil {
 			t.Fatalf("after 400 reads: %v (%v)", err, ctx.Err())
+		}
+	})
+}
+
+// TestConsoleSessionsBounded: a key holds at most MaxConsoleSessions live
+// sessions (a sign-in past it ends the oldest), a sign-in purges expired
+// and ended rows, and EndConsoleSessionsOf ends every session of one key
+// and none of another's (red team F9).
+func TestConsoleSessionsBounded(t *testing.T) {
+	engines(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		f := setup(t, s, "t")
+		km, _, err := s.CreateKey(ctx, f.tenant.ID, f.member.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ka, _, err := s.CreateKey(ctx, f.tenant.ID, f.approver.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := func(i int) string { return fmt.Sprintf("%064x", i) }
+		later := time.Now().Add(time.Hour)
+		count := func(where string) (n int) {
+			if err := s.DB().QueryRow("SELECT COUNT(*) FROM console_sessions WHERE " + where).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		// an expired row and an ended one, of another key
+		if err := s.StartConsoleSession(ctx, h(1000), ka.ID, "", time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.StartConsoleSession(ctx, h(1001), ka.ID, "", later); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.EndConsoleSession(ctx, h(1001)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			if err := s.StartConsoleSession(ctx, h(i), km.ID, "", later); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := count("1=1"); n != store.MaxConsoleSessions {
+			t.Errorf("%d session rows after 40 sign-ins and two dead rows; want %d (the dead purged, the oldest ended)", n, store.MaxConsoleSessions)
+		}
+		for i := range 40 {
+			_, err := s.ConsoleSessionByHash(ctx, h(i))
+			if live := err == nil; live != (i >= 40-store.MaxConsoleSessions) {
+				t.Errorf("session %d: live %v", i, live)
+			}
+		}
+		for i := range 3 {
+			if err := s.StartConsoleSession(ctx, h(2000+i), ka.ID, "", later); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.StartConsoleSession(ctx, h(3000), "", "fp", later); err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.EndConsoleSessionsOf(ctx, h(39))
+		if err != nil || n != int64(store.MaxConsoleSessions) {
+			t.Fatalf("ended %d (%v), want %d", n, err, store.MaxConsoleSessions)
+		}
+		if _, err := s.ConsoleSessionByHash(ctx, h(30)); !errors.Is(err, store.ErrUnauthorized) {
+			t.Errorf("a session of the key is live after sign-out everywhere: %v", err)
+		}
+		for _, other := range []string{h(2000), h(2002), h(3000)} {
+			if _, err := s.ConsoleSessionByHash(ctx, other); err != nil {
+				t.Errorf("another key's (or the admin's) session ended: %v", err)
+			}
+		}
+		if n, err := s.EndConsoleSessionsOf(ctx, h(3000)); err != nil || n != 1 {
+			t.Errorf("the admin's sign-out everywhere ended %d (%v)", n, err)
+		}
+		if n, err := s.EndConsoleSessionsOf(ctx, h(9999)); err != nil || n != 0 {
+			t.Errorf("an unknown session ended %d (%v)", n, err)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,6 +172,45 @@ func demoServer(w io.Writer, key *sign.PrivateKey) error {
 		return fmt.Errorf("control plane: the run's evidence does not verify: %+v", rep.Checks)
 	}
 	fmt.Fprintf(w, "  verified   the downloaded evidence offline (cordon verify run --pubkey): %d checks, signed by %s\n", len(rep.Checks), pub.ID())
+	if err := demoConsole(base, keys["approver"], rid); err != nil {
+		return fmt.Errorf("control plane: the web console: %w", err)
+	}
+	fmt.Fprintf(w, "  console    the run's page in the web console shows it verified too; open yours with cordon serve, then http://%s/console/login (sign in with a user's key or the admin key)\n", defaultListen)
+	return nil
+}
+
+// demoConsole signs in to the embedded server's web console as a
+// browser would and checks the run's page shows its evidence verified.
+func demoConsole(base, key, run string) error {
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("POST", base+"/console/login", strings.NewReader(url.Values{"key": {key}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	res.Body.Close()
+	var session *http.Cookie
+	for _, ck := range res.Cookies() {
+		if ck.Name == server.ConsoleCookie {
+			session = ck
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || session == nil {
+		return fmt.Errorf("sign-in: %d", res.StatusCode)
+	}
+	req, _ = http.NewRequest("GET", base+"/console/runs/"+run, nil)
+	req.AddCookie(session)
+	res, err = c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 4<<20))
+	if res.StatusCode != 200 || !bytes.Contains(b, []byte(`<section id="verify"><p class="ok">verified`)) {
+		return fmt.Errorf("the run's page (%d) does not show its evidence verified", res.StatusCode)
+	}
 	return nil
 }
 

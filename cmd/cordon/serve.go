@@ -301,6 +301,7 @@ func runServe(e *env, args []string) error {
 	}
 	host, _ := os.Hostname()
 	fmt.Fprintf(e.stderr, "cordon: serving %s://%s (database %s, state %s, worker %s = %s/%d)\n", scheme, l.Addr(), st.Engine(), cfg.StateDir, cfg.WorkerID, host, os.Getpid())
+	fmt.Fprintf(e.stderr, "cordon: web console at %s://%s/console/login (sign in with a user's key or the admin key)\n", scheme, l.Addr())
 	if err := s.Serve(ctx, l, *grace); err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}

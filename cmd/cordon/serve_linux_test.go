@@ -313,6 +313,13 @@ func TestServeLifecycle(t *testing.T) {
 	if c := get("/metrics", strings.TrimSpace(string(admin))); c != 200 {
 		t.Fatalf("metrics with the admin key: %d", c)
 	}
+	// the console's URL is printed, and its sign-in page served
+	if want := "cordon: web console at https://" + addr + "/console/login"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("serve does not print %q:\n%s", want, stderr.String())
+	}
+	if c := get("/console/login", ""); c != 200 {
+		t.Errorf("the console's sign-in page: %d", c)
+	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	select {
 	case code := <-done:
