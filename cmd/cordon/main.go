@@ -50,7 +50,7 @@ func verbs() []verb {
 		{"pubkey", "KEY.pem", "print a key's public key and key id", runPubkey},
 		{"verify", "receipt|attestation|journal|record|audit FILE…|run WS", "verify evidence offline", runVerify},
 		{"journal", "repair FILE", "remove a torn last line left by a crash", runJournal},
-		{"reap", "[--older-than D] [--dry-run] [--state DIR] [--json]", "remove what dead sandbox runs left on the host", runReap},
+		{"reap", "[--older-than D] [--dry-run] [--kill-frozen] [--state DIR] [--json]", "remove what dead sandbox runs left on the host", runReap},
 		{"env", "ingest|verify [flags] FILE", "devcontainer.json to a signed environment manifest", runEnv},
 		{"image", "unpack [--state DIR] [--json] REF", "verify an OCI image and unpack it into the cache", runImage},
 		{"pool", "serve|status|stop [flags]", "keep warm sandboxes ready for 'cordon exec --pool'", runPool},

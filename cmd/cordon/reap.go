@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/cordon-dev/cordon/evidence/canon"
@@ -17,7 +18,8 @@ import (
 func runReap(e *env, args []string) error {
 	fs := flag.NewFlagSet("reap", flag.ContinueOnError)
 	olderThan := durationVar(fs, "older-than", 0, "remove only leftovers of runs that started at least this long ago")
-	dryRun := fs.Bool("dry-run", false, "print what would be removed, and remove nothing")
+	dryRun := fs.Bool("dry-run", false, "print what would be removed (and, with --kill-frozen, killed), and remove nothing")
+	killFrozen := fs.Bool("kill-frozen", false, "kill the processes of a dead run whose cgroup is frozen (a 'cordon exec --record' killed while frozen), then remove it; use it only when no cordon of this state directory runs in another PID namespace, where a live run looks dead")
 	stateDir := fs.String("state", "", "the state directory of the installation to sweep (default: $CORDON_STATE, /var/lib/cordon as root, else $XDG_STATE_HOME/cordon or ~/.local/state/cordon)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	pos, err := parseFlags(fs, args)
@@ -34,7 +36,7 @@ func runReap(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
 	}
-	rep, err := reaper.Sweep(state, reaper.Options{OlderThan: *olderThan, DryRun: *dryRun, Wait: true})
+	rep, err := reaper.Sweep(state, reaper.Options{OlderThan: *olderThan, DryRun: *dryRun, Wait: true, KillFrozen: *killFrozen})
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
 	}
@@ -54,9 +56,9 @@ func runReap(e *env, args []string) error {
 }
 
 func printReap(w io.Writer, rep *reaper.Report) {
-	verb := "removed"
+	verb, killVerb := "removed", "killed"
 	if rep.DryRun {
-		verb = "would remove"
+		verb, killVerb = "would remove", "would kill"
 	}
 	head := func(l reaper.Leftover) string {
 		s := "run " + l.Run
@@ -67,12 +69,30 @@ func printReap(w io.Writer, rep *reaper.Report) {
 	}
 	for _, l := range rep.Removed {
 		fmt.Fprintf(w, "%s: %s\n", head(l), verb)
+		if len(l.Killed) > 0 {
+			fmt.Fprintf(w, "  %s the frozen run's processes %s\n", killVerb, pidList(l.Killed))
+		}
 		for _, p := range l.Paths {
 			fmt.Fprintf(w, "  %s %s\n", verb, p)
 		}
 	}
 	for _, l := range rep.Kept {
 		fmt.Fprintf(w, "%s: left alone: %s\n", head(l), oneLine(l.Why))
+		if len(l.Killed) > 0 {
+			fmt.Fprintf(w, "  %s the frozen run's processes %s\n", killVerb, pidList(l.Killed))
+		}
 	}
 	fmt.Fprintf(w, "reap: instance %s: %s %d dead run(s), left %d alone\n", rep.Instance, verb, len(rep.Removed), len(rep.Kept))
+}
+
+// pidList is "pid 12" or "pids 12 13".
+func pidList(pids []int) string {
+	s := "pid"
+	if len(pids) > 1 {
+		s = "pids"
+	}
+	for _, p := range pids {
+		s += " " + strconv.Itoa(p)
+	}
+	return s
 }

@@ -474,3 +474,27 @@ func (g *Group) Procs() ([]int, error) {
 	}
 	return pids, nil
 }
+
+// FrozenLeftover reports whether the group whose directories (one per
+// hierarchy) are dirs is frozen by its own freezer: v2 cgroup.freeze
+// reads 1, v1 freezer.state reads FROZEN (FREEZING is not frozen: some
+// task still runs). Without a freezer file in any of dirs the error
+// wraps ErrUnavailable. Every dir must be on a cgroup or cgroup2 file
+// system, or the error wraps ErrInvalid.
+func FrozenLeftover(dirs []string) (bool, error) { return frozenLeftover(dirs) }
+
+// KillFrozen kills every process of a frozen group left behind by a
+// process that died, and returns their PIDs. dirs are the group's
+// directories, one per hierarchy. While the group is frozen no process
+// in it can fork, and on v1 none can exit, so a PID read from its
+// cgroup.procs names that process until it is thawed: KillFrozen reads
+// the frozen group's cgroup.procs, refuses (ErrBusy) if any of dirs
+// holds a child group or a process not in that list, opens a pidfd for
+// each process, reads the list again to check that each is still there
+// and the group still frozen, sends each SIGKILL through its pidfd (a
+// PID reused meanwhile is never signalled), and only then thaws the
+// group, so that the kills take effect. It waits, for at most
+// KillTimeout, until every one of dirs is empty. A group that is not
+// frozen is refused with an error wrapping ErrBusy. With dryRun it
+// checks the same, returns the PIDs, and signals and thaws nothing.
+func KillFrozen(dirs []string, dryRun bool) ([]int, error) { return killFrozen(dirs, dryRun) }

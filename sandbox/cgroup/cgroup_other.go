@@ -34,3 +34,6 @@ func (g *Group) freeze() error         { return unsupported() }
 func (g *Group) thaw() error           { return unsupported() }
 func (g *Group) frozen() (bool, error) { return false, unsupported() }
 func (g *Group) procs() ([]int, error) { return nil, unsupported() }
+
+func frozenLeftover([]string) (bool, error)    { return false, unsupported() }
+func killFrozen([]string, bool) ([]int, error) { return nil, unsupported() }

@@ -49,6 +49,15 @@
 // are serialised by an exclusive flock(2) on STATE/runs; a run holds it
 // shared while it creates its cgroup, so that a sweep never removes the
 // empty ancestor a new run is creating its group in.
+//
+// # Frozen runs
+//
+// A dead run whose cgroup holds processes is left alone, and so is one
+// that is frozen ('cordon freeze'), whose processes cannot exit: SIGKILL
+// stays pending until a thaw. Only Options.KillFrozen, which an operator
+// asks for, kills a dead run's processes, and only those of a frozen
+// cgroup (cgroup.KillFrozen: listed while frozen, so no PID is reused,
+// killed, then thawed); the run is then removed as any other.
 package reaper
 
 import (
@@ -196,6 +205,14 @@ type Options struct {
 	// their cgroups, to finish; without it a sweep that cannot take the
 	// instance's lock at once does nothing and reports Skipped.
 	Wait bool
+	// KillFrozen kills the processes of a dead run whose cgroup is
+	// frozen (cgroup.KillFrozen), then removes the run as a leftover. A
+	// frozen process cannot exit, so the run's processes would otherwise
+	// stay forever. It is the operator's choice ('cordon reap
+	// --kill-frozen'), never the sweep at a run's start: an owner is
+	// judged in this process's PID namespace, where a live owner in
+	// another PID namespace looks dead.
+	KillFrozen bool
 }
 
 // Leftover is one run the sweep looked at.
@@ -208,8 +225,12 @@ type Leftover struct {
 	// cgroup directories, emptied ancestors of its own instance, and its
 	// record. For a run left alone, the directories that remain.
 	Paths []string `json:"paths"`
+	// Killed are the PIDs (in the sweep's PID namespace) of the frozen
+	// run's processes that Options.KillFrozen killed (or, in a dry run,
+	// would kill).
+	Killed []int `json:"killed,omitempty"`
 	// Why says why a run was left alone: "owner alive", "holds
-	// processes", "younger than --older-than", or an error.
+	// processes" (and whether it is frozen), "younger than --older-than", or an error.
 	Why string `json:"why,omitempty"`
 }
 

@@ -230,8 +230,8 @@ func Sweep(stateDir string, opts Options) (*Report, error) {
 			keep(fmt.Sprintf("owner alive (pid %d)", c.run.Owner.PID))
 			continue
 		}
-		paths, why := removeRun(stateDir, c, opts.DryRun)
-		lo.Paths = paths
+		paths, killed, why := removeRun(stateDir, c, opts)
+		lo.Paths, lo.Killed = paths, killed
 		if why != "" {
 			keep(why)
 			continue
@@ -332,28 +332,47 @@ func scanCgroups(inst, boot string, cands map[string]*candidate) {
 
 // removeRun removes a dead run's cgroup directories, the ancestors of its
 // own instance they leave empty, and its record, or in a dry run lists
-// them. It returns the paths and, when it removed nothing or not all,
-// why.
-func removeRun(stateDir string, c *candidate, dryRun bool) ([]string, string) {
+// them. With opts.KillFrozen it first kills the processes of a frozen
+// run. It returns the paths, the PIDs killed and, when it removed
+// nothing or not all, why.
+func removeRun(stateDir string, c *candidate, opts Options) ([]string, []int, string) {
+	dryRun := opts.DryRun
 	var paths, present []string
+	var killed []int
 	for _, d := range c.dirs {
 		if _, err := os.Lstat(d); err == nil {
 			present = append(present, d)
 		}
 	}
+	busy := false
 	for _, d := range present {
 		idle, err := cgroup.Idle(d)
 		if err != nil {
-			return nil, err.Error()
+			return nil, nil, err.Error()
 		}
-		if !idle {
-			return nil, "holds processes (its owner is gone)"
+		busy = busy || !idle
+	}
+	if busy {
+		frozen, err := cgroup.FrozenLeftover(present)
+		switch {
+		case errors.Is(err, cgroup.ErrUnavailable):
+			return nil, nil, "holds processes (its owner is gone)"
+		case err != nil:
+			return nil, nil, "holds processes (its owner is gone); frozen? " + err.Error()
+		case !frozen:
+			return nil, nil, "holds processes (its owner is gone)"
+		case !opts.KillFrozen:
+			return nil, nil, "holds processes (its owner is gone), frozen: they cannot exit until killed (--kill-frozen)"
+		}
+		killed, err = cgroup.KillFrozen(present, dryRun)
+		if err != nil {
+			return nil, killed, "holds processes (its owner is gone), frozen: killing them: " + err.Error()
 		}
 	}
 	for _, d := range present {
 		if !dryRun {
 			if err := cgroup.RemoveIdle(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return paths, err.Error()
+				return paths, killed, err.Error()
 			}
 		}
 		paths = append(paths, d)
@@ -372,10 +391,10 @@ func removeRun(stateDir string, c *candidate, dryRun bool) ([]string, string) {
 		file := recordFile(stateDir, c.run.ID)
 		if !dryRun {
 			if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return paths, err.Error()
+				return paths, killed, err.Error()
 			}
 		}
 		paths = append(paths, file)
 	}
-	return paths, ""
+	return paths, killed, ""
 }
