@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/cordon-dev/cordon/conformance"
 	"github.com/cordon-dev/cordon/evidence/canon"
@@ -27,12 +30,16 @@ func runDemo(e *env, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	out := fs.String("out", "", "write the demo run's evidence (key, journal, receipt, attestation) to `DIR` and keep it")
 	keyFile := fs.String("key", "", "sign with the steward key in `FILE` (default: $CORDON_KEY or $CORDON_KEY_FILE, else a new key)")
+	serve := fs.String("serve", "", "after the demo, keep its control plane serving the web console on the loopback `ADDR` (e.g. 127.0.0.1:8420) until interrupted")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usageErrorf("demo: unexpected argument %q", pos[0])
+	}
+	if *serve != "" && !loopbackAddr(*serve) {
+		return usageErrorf("demo: --serve %q: the demo's server listens only on a loopback address with a port, such as 127.0.0.1:8420 (use cordon serve for anything else)", *serve)
 	}
 	files, err := conformance.Load(conformance.V1())
 	if err != nil {
@@ -171,8 +178,12 @@ func runDemo(e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	if err := demoServer(w, key); err != nil {
+	stopServer, err := demoServer(w, key, *serve)
+	if err != nil {
 		return err
+	}
+	if stopServer != nil {
+		defer stopServer()
 	}
 	fmt.Fprintln(w)
 
@@ -184,7 +195,28 @@ func runDemo(e *env, args []string) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "conformance pack (embedded v1):")
-	return runPack(e, conformance.V1(), "embedded v1 vectors", conformance.Options{})
+	if err := runPack(e, conformance.V1(), "embedded v1 vectors", conformance.Options{}); err != nil || stopServer == nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nthe demo's control plane is serving the web console on http://%s/console/login (the keys are printed above); press Ctrl-C to stop it\n", *serve)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	return nil
+}
+
+// loopbackAddr reports whether addr is host:port with a loopback IP
+// literal (or "localhost") as its host.
+func loopbackAddr(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // demoJob is the command the demo runs in the sandbox: it counts the

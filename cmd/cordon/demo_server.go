@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,35 +30,61 @@ import (
 // pending; the member's own approval is refused; the approver's runs it
 // in the sandbox; its evidence is downloaded and verified offline
 // against the server's public key.
-func demoServer(w io.Writer, key *sign.PrivateKey) error {
+//
+// With serveAddr (a loopback address), the server listens there and is
+// left serving: the caller runs stop when it is done with it (`cordon
+// demo --serve`), and the console's sign-in is printed with a user's
+// key. Without it, the server is stopped before demoServer returns.
+func demoServer(w io.Writer, key *sign.PrivateKey, serveAddr string) (stop func(), err error) {
 	fmt.Fprintln(w, "the control plane (cordon serve, embedded SQLite, on loopback):")
+	var cleanup []func()
+	closeAll := func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}
+	defer func() {
+		if err != nil || serveAddr == "" {
+			closeAll()
+			stop = nil
+		}
+	}()
 	tmp, err := os.MkdirTemp("", "cordon-demo-server-")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	cleanup = append(cleanup, func() { os.RemoveAll(tmp) })
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	cleanup = append(cleanup, cancel)
 	st, err := store.Open(ctx, filepath.Join(tmp, "control.db"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer st.Close()
-	admin := strings.Repeat("d", 64)
+	cleanup = append(cleanup, func() { st.Close() })
+	// A fresh admin key each time: the demo's server may be left
+	// serving (--serve), and a fixed key would be every local user's.
+	admin, err := randomHex(32)
+	if err != nil {
+		return nil, err
+	}
 	s, err := server.New(server.Config{Store: st, AdminKey: admin, StateDir: tmp, Key: key, Version: version, Execute: true, Workers: 1})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	listen := "127.0.0.1:0"
+	if serveAddr != "" {
+		listen = serveAddr
+	}
+	l, err := net.Listen("tcp", listen)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("control plane: %w", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, l, 10*time.Second) }()
-	defer func() { cancel(); <-done }()
+	cleanup = append(cleanup, func() { cancel(); <-done })
 	base := "http://" + l.Addr().String()
 	call := func(method, path, key string, body any) (int, map[string]any, []byte, error) {
 		var rd io.Reader
@@ -87,17 +115,17 @@ func demoServer(w io.Writer, key *sign.PrivateKey) error {
 
 	ten, _, err := must(201, "POST", "/v1/tenants", admin, map[string]any{"name": "acme", "ceiling": json.RawMessage(defaultExecGrants)})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	keys := map[string]string{}
 	for _, role := range []string{"member", "approver"} {
 		u, _, err := must(201, "POST", "/v1/tenants/"+id(ten, "id")+"/users", admin, map[string]string{"name": role, "role": role})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		k, _, err := must(201, "POST", "/v1/tenants/"+id(ten, "id")+"/keys", admin, map[string]string{"user": id(u, "id")})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		keys[role] = id(k, "secret")
 	}
@@ -111,72 +139,85 @@ func demoServer(w io.Writer, key *sign.PrivateKey) error {
 "budgets":{"max_turns":4,"max_model_calls":4,"max_input_tokens":10000,"max_output_tokens":1000,"wall_ms":120000,"max_loops":0,"max_pending_tasks":0}}`)
 	project := map[string]any{"tasks": map[string]any{"hello": map[string]any{"manifest": manifest, "files": map[string]string{"session.jsonl": replay}}}}
 	if _, _, err := must(200, "PUT", "/v1/projects/demo", keys["member"], project); err != nil {
-		return err
+		return nil, err
 	}
 	code, m, _, err := call("POST", "/v1/projects/demo/runs", keys["member"], map[string]any{"task": "hello", "command": []string{"sh", "-c", "id"}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(w, "  refused    a run request carrying a command: %d %s\n", code, id(m, "error"))
 	run, _, err := must(201, "POST", "/v1/projects/demo/runs", keys["member"], map[string]string{"task": "hello"})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rid := id(run, "id")
 	fmt.Fprintf(w, "  submitted  %s by the member: %s\n", rid, id(run, "state"))
 	code, m, _, err = call("POST", "/v1/runs/"+rid+"/approve", keys["member"], nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(w, "  refused    approval by the member: %d %s\n", code, id(m, "error"))
 	if _, _, err := must(200, "POST", "/v1/runs/"+rid+"/approve", keys["approver"], nil); err != nil {
-		return err
+		return nil, err
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		m, _, err = must(200, "GET", "/v1/runs/"+rid, keys["member"], nil)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if store.Terminal(id(m, "state")) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("control plane: run %s still %s", rid, id(m, "state"))
+			return nil, fmt.Errorf("control plane: run %s still %s", rid, id(m, "state"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if id(m, "state") != store.StateFinished {
 		fmt.Fprintf(w, "  refused    the run: %s (%s)\n", id(m, "state"), id(m, "reason"))
-		return nil
+		return closeAll, nil
 	}
 	fmt.Fprintf(w, "  approved   by the approver; ran in the sandbox at %s: %s\n", id(m, "tier"), id(m, "state"))
 	_, ev, err := must(200, "GET", "/v1/runs/"+rid+"/evidence", keys["member"], nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, pubPEM, err := must(200, "GET", "/v1/steward.pub", "", nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pub, err := sign.ParsePublic(pubPEM)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	x := filepath.Join(tmp, "download")
 	if err := untarDemo(ev, x); err != nil {
-		return err
+		return nil, err
 	}
 	rep := runrecord.Verify(filepath.Join(x, rid), &pub)
 	if rep.Failed() {
-		return fmt.Errorf("control plane: the run's evidence does not verify: %+v", rep.Checks)
+		return nil, fmt.Errorf("control plane: the run's evidence does not verify: %+v", rep.Checks)
 	}
 	fmt.Fprintf(w, "  verified   the downloaded evidence offline (cordon verify run --pubkey): %d checks, signed by %s\n", len(rep.Checks), pub.ID())
 	if err := demoConsole(base, keys["approver"], rid); err != nil {
-		return fmt.Errorf("control plane: the web console: %w", err)
+		return nil, fmt.Errorf("control plane: the web console: %w", err)
 	}
-	fmt.Fprintf(w, "  console    the run's page in the web console shows it verified too; open yours with cordon serve, then http://%s/console/login (sign in with a user's key or the admin key)\n", defaultListen)
-	return nil
+	if serveAddr == "" {
+		fmt.Fprintln(w, "  console    the run's page in the web console shows it verified too; to open it, run cordon demo --serve 127.0.0.1:8420 and follow what it prints")
+		return nil, nil
+	}
+	fmt.Fprintf(w, "  console    the run's page in the web console shows it verified too; open %s/console/login and sign in as the approver with the key %s (the member's: %s)\n", base, keys["approver"], keys["member"])
+	return closeAll, nil
+}
+
+// randomHex is n random bytes, hex-encoded.
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // demoConsole signs in to the embedded server's web console as a
