@@ -26,10 +26,21 @@ func TestKillFrozen(t *testing.T) {
 	}
 	fmt.Fprintln(in)
 	var pids []int
+	// Settled: the shell and its two sleeps, the subshell that started
+	// the background one gone (it would "die" under the checks below).
 	ok, err := waitUntil(time.Now().Add(5*time.Second), func() (bool, error) {
 		var err error
 		pids, err = g.procs()
-		return len(pids) >= 3 || err != nil, err
+		if err != nil {
+			return true, err
+		}
+		sleeps := 0
+		for _, pid := range pids {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); string(comm) == "sleep\n" {
+				sleeps++
+			}
+		}
+		return len(pids) == 3 && sleeps == 2, nil
 	})
 	if !ok || err != nil {
 		t.Fatalf("group holds %v, want 3 processes: %v", pids, err)
