@@ -139,11 +139,11 @@ func journalOf(n int, stdout string) string {
 // escaped text, and says how many it left out (red team F5).
 func TestPageTimelineBounded(t *testing.T) {
 	pool := testPool(t)
-	shown, total, omitted, err := pageTimeline(pool, strings.NewReader(journalOf(2500, "ok")))
+	shown, total, omitted, err := pageTimeline(pool, strings.NewReader(journalOf(2500, "ok")), nil)
 	if err != nil || total != 2500 || omitted != 500 || len(shown) != consoleTimelineEntries || shown[0].Index != 500 || shown[len(shown)-1].Index != 2499 {
 		t.Fatalf("2500 small entries: %d shown from %d, total %d, omitted %d, %v", len(shown), shown[0].Index, total, omitted, err)
 	}
-	shown, total, omitted, err = pageTimeline(pool, strings.NewReader(journalOf(100, strings.Repeat("<", 60<<10))+`{"torn`))
+	shown, total, omitted, err = pageTimeline(pool, strings.NewReader(journalOf(100, strings.Repeat("<", 60<<10))+`{"torn`), nil)
 	size := 0
 	for _, e := range shown {
 		size += escapedLen(e.Summary) + escapedLen(e.Detail)

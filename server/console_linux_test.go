@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cordon-dev/cordon/agent/runner"
 	"github.com/cordon-dev/cordon/store"
 )
 
@@ -17,7 +18,7 @@ import (
 // verified.
 func TestConsoleVerifiesRealRun(t *testing.T) {
 	e := newEnv(t, envOpts{real: true})
-	e.setup(projectFor("true"))
+	e.setup(projectFor("echo", "kept output of the run"))
 	id := e.submit(e.keys["member"])
 	a := e.mustSignIn(e.keys["approver"])
 	if p := a.post("/console/runs/"+id+"/approve", nil); p.code != 303 {
@@ -35,6 +36,8 @@ func TestConsoleVerifiesRealRun(t *testing.T) {
 		`<dd id="status">finished</dd>`,
 		`<li class="entry" data-kind="run.start"`, `<li class="entry" data-kind="command"`, `<li class="entry" data-kind="run.end"`,
 		`<section id="receipt"><dl>`, `<section id="verify"><p class="ok">verified: every check passed`,
+		// the command's output, kept by its ContentId
+		"[stdout]\nkept output of the run\n",
 		`class="evidence" id="download-journal" href="/console/runs/` + id + `/journal"`,
 		`class="evidence" id="download-evidence" href="/console/runs/` + id + `/evidence"`,
 	} {
@@ -48,6 +51,20 @@ func TestConsoleVerifiesRealRun(t *testing.T) {
 		if c.code != 200 || c.body != string(b) || !strings.HasPrefix(c.hdr.Get("Content-Disposition"), "attachment;") {
 			t.Errorf("download %s: %d, %d bytes, want the API's %d", which, c.code, len(c.body), len(b))
 		}
+	}
+	// kept output that no longer hashes to its ContentId is not shown as
+	// the command's output
+	kept, _ := filepath.Glob(filepath.Join(e.dir, "runs", id, "ws", runner.StateDir, runner.OutputDir, "*"))
+	if len(kept) == 0 {
+		t.Fatal("the run kept no command output")
+	}
+	for _, f := range kept {
+		if err := os.WriteFile(f, []byte("forged output\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := m.get("/console/runs/" + id).body; strings.Contains(p, "forged output") || strings.Contains(p, "[stdout]\nkept output of the run") || !strings.Contains(p, "(not on this host: b3:") {
+		t.Errorf("a changed output file is shown as the command's output:\n%s", p)
 	}
 	// tampered in the database: the page says so
 	if _, err := e.store.DB().Exec(`UPDATE run_evidence SET record = ? WHERE run_id = ?`, []byte("not an archive"), id); err != nil {

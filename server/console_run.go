@@ -24,6 +24,7 @@ import (
 
 	"github.com/cordon-dev/cordon/agent/manifest"
 	"github.com/cordon-dev/cordon/agent/runner"
+	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
 	"github.com/cordon-dev/cordon/internal/nofollow"
 	"github.com/cordon-dev/cordon/redact"
@@ -270,8 +271,14 @@ func scalars(body map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
-// entryOf describes the n-th journal line, masked.
-func entryOf(pool *redact.Pool, n int64, line []byte) (timelineEntry, error) {
+// outputs resolves a command entry's stdout or stderr ContentId to the
+// captured bytes it addresses, when they are on this host; nil: none.
+type outputs func(id string) (string, bool)
+
+// entryOf describes the n-th journal line, masked. A command's streams
+// are shown as their text where outs has bytes that hash to the entry's
+// ContentId, and said to be elsewhere otherwise.
+func entryOf(pool *redact.Pool, n int64, line []byte, outs outputs) (timelineEntry, error) {
 	var e struct {
 		Index int64          `json:"index"`
 		Type  string         `json:"type"`
@@ -284,7 +291,54 @@ func entryOf(pool *redact.Pool, n int64, line []byte) (timelineEntry, error) {
 		}
 		return timelineEntry{Index: n, Kind: "unreadable", Summary: visible(clip(sum, maxSummary))}, nil
 	}
+	if e.Type == "command" {
+		for _, k := range []string{"stdout", "stderr"} {
+			id, ok := e.Body[k].(string)
+			if !ok {
+				continue
+			}
+			if text, ok := resolve(outs, id); ok {
+				e.Body[k] = text
+			} else {
+				e.Body[k] = "(not on this host: " + id + " in the run's evidence)"
+			}
+		}
+	}
 	return describe(pool, n, e.Type, e.Body)
+}
+
+func resolve(outs outputs, id string) (string, bool) {
+	if outs == nil {
+		return "", false
+	}
+	return outs(id)
+}
+
+// maxKeptOutput bounds a kept stream the console reads: the runner keeps
+// at most 64 KiB of each (session.Command.Capture).
+const maxKeptOutput = 64 << 10
+
+// runOutputs reads the captured streams a run kept in its workspace on
+// this host (runner.OutputDir), each only if it hashes to the ContentId
+// asked for: a file changed or cut short is not shown as the output.
+func (s *Server) runOutputs(runID string) outputs {
+	dir := filepath.Join(s.runDir(runID), "ws", runner.StateDir, runner.OutputDir)
+	return func(id string) (string, bool) {
+		want, err := canon.ParseID(id)
+		if err != nil || want.String() != id {
+			return "", false
+		}
+		f, err := nofollow.Open(filepath.Join(dir, strings.TrimPrefix(id, "b3:")))
+		if err != nil {
+			return "", false
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxKeptOutput+1))
+		if err != nil || len(b) > maxKeptOutput || canon.Sum(b) != want {
+			return "", false
+		}
+		return string(b), true
+	}
 }
 
 // journalLines calls f with each complete line of a journal (a live
@@ -316,14 +370,14 @@ func journalLines(r io.Reader, n0 int64, f func(n int64, line []byte) bool) (con
 }
 
 // parseTimeline describes the journal's entries from the index after on.
-func parseTimeline(pool *redact.Pool, j []byte, after int64) ([]timelineEntry, error) {
+func parseTimeline(pool *redact.Pool, j []byte, after int64, outs outputs) ([]timelineEntry, error) {
 	var out []timelineEntry
 	var ferr error
 	_, _, err := journalLines(bytes.NewReader(j), 0, func(n int64, line []byte) bool {
 		if n < after {
 			return true
 		}
-		e, err := entryOf(pool, n, line)
+		e, err := entryOf(pool, n, line, outs)
 		if err != nil {
 			ferr = err
 			return false
@@ -356,7 +410,7 @@ func escapedLen(s string) int {
 // them), described, and of those the last that fit consoleTimelineBytes
 // of escaped text shown. It returns them, the journal's count of entries
 // and how many are not shown.
-func pageTimeline(pool *redact.Pool, r io.Reader) (shown []timelineEntry, total, omitted int64, err error) {
+func pageTimeline(pool *redact.Pool, r io.Reader, outs outputs) (shown []timelineEntry, total, omitted int64, err error) {
 	type held struct {
 		n    int64
 		line []byte
@@ -380,7 +434,7 @@ func pageTimeline(pool *redact.Pool, r io.Reader) (shown []timelineEntry, total,
 	start := len(ring)
 	entries := make([]timelineEntry, len(ring))
 	for i := len(ring) - 1; i >= 0; i-- {
-		e, err := entryOf(pool, ring[i].n, ring[i].line)
+		e, err := entryOf(pool, ring[i].n, ring[i].line, outs)
 		if err != nil {
 			return nil, 0, 0, err
 		}
@@ -638,7 +692,7 @@ func (s *Server) consoleRunPage(w http.ResponseWriter, r *http.Request) {
 	jr, done, err := s.openJournal(r.Context(), run)
 	var total int64
 	if err == nil && jr != nil {
-		pg.Timeline, total, pg.Omitted, err = pageTimeline(s.Pool(), jr)
+		pg.Timeline, total, pg.Omitted, err = pageTimeline(s.Pool(), jr, s.runOutputs(run.ID))
 	}
 	done()
 	if err != nil {
@@ -759,8 +813,9 @@ func (s *Server) sessionLive(ctx context.Context, sess *consoleSession) error {
 // end of the last complete line it consumed, never the whole file again.
 type liveTail struct {
 	path string
-	off  int64 // bytes of complete lines consumed
-	n    int64 // entries consumed
+	outs outputs // the run's kept command output
+	off  int64   // bytes of complete lines consumed
+	n    int64   // entries consumed
 }
 
 // next returns the entries written since the last call whose index is
@@ -786,7 +841,7 @@ func (t *liveTail) next(pool *redact.Pool, after int64) ([]timelineEntry, error)
 		if n < after {
 			return true
 		}
-		e, err := entryOf(pool, n, line)
+		e, err := entryOf(pool, n, line, t.outs)
 		if err != nil {
 			ferr = err
 			return false
@@ -842,7 +897,7 @@ func (s *Server) consoleRunEvents(w http.ResponseWriter, r *http.Request) {
 	state := ""
 	deadline := time.Now().Add(consoleEventMax)
 	checked := time.Now()
-	tail := &liveTail{path: s.liveJournalPath(run.ID)}
+	tail := &liveTail{path: s.liveJournalPath(run.ID), outs: s.runOutputs(run.ID)}
 	wait := consoleEventPoll
 	for {
 		var news []timelineEntry
@@ -854,7 +909,7 @@ func (s *Server) consoleRunEvents(w http.ResponseWriter, r *http.Request) {
 				j, err = nil, nil
 			}
 			if err == nil {
-				news, err = parseTimeline(s.Pool(), j, sent)
+				news, err = parseTimeline(s.Pool(), j, sent, s.runOutputs(run.ID))
 			}
 		} else {
 			news, err = tail.next(s.Pool(), sent)

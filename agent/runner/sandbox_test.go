@@ -21,6 +21,7 @@ import (
 	"github.com/cordon-dev/cordon/agent/mailbox"
 	"github.com/cordon-dev/cordon/agent/memory"
 	"github.com/cordon-dev/cordon/agent/provider"
+	"github.com/cordon-dev/cordon/evidence/canon"
 	"github.com/cordon-dev/cordon/evidence/runrecord"
 )
 
@@ -156,6 +157,35 @@ open("src/a.py", "w").write("print(2)\n")
 	rep := mustVerify(t, ws)
 	if r := rep.Result.Body.Runs; len(r) != 1 || r[0].Outputs["src/a.py"] == "" {
 		t.Errorf("runs %+v", r)
+	}
+	// The command's captured stdout is kept by the ContentId its entry
+	// names, in the state directory, and hashes to it.
+	j, err := os.ReadFile(filepath.Join(ws, StateDir, JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(j)), "\n") {
+		var e struct {
+			Type string
+			Body struct{ Stdout, Stderr string }
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != "command" {
+			continue
+		}
+		for _, id := range []string{e.Body.Stdout, e.Body.Stderr} {
+			b, err := os.ReadFile(filepath.Join(ws, StateDir, OutputDir, strings.TrimPrefix(id, "b3:")))
+			if err != nil || canon.Sum(b).String() != id {
+				t.Fatalf("kept output of %s: %v, %q", id, err, b)
+			}
+		}
+		if b, _ := os.ReadFile(filepath.Join(ws, StateDir, OutputDir, strings.TrimPrefix(e.Body.Stdout, "b3:"))); !strings.Contains(string(b), "the input") {
+			t.Errorf("kept stdout %q lacks the program's output", b)
+		}
+		kept++
+	}
+	if kept != 1 {
+		t.Errorf("%d command entries with kept output, want 1", kept)
 	}
 }
 

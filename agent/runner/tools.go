@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/evidence/journal"
 	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/internal/flock"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/tier"
@@ -412,6 +415,9 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 	}
 	res := out.Result
 	rr.ran(res)
+	if err := r.keepOutput(out.Stdout, out.Stderr); err != nil {
+		return "", false, err
+	}
 	outs := map[string]string{}
 	for _, f := range res.Outputs {
 		outs[f.Path] = f.ID.String()
@@ -429,6 +435,44 @@ func (r *run) execute(ctx context.Context, t *task, id string, argv []string, ki
 	fmt.Fprintf(&b, "\n--- stdout ---\n%s\n--- stderr ---\n%s", tail(captured(out.Stdout), maxFeedback/2), tail(captured(out.Stderr), maxFeedback/2))
 	r.logf("task %s: %s %s: exit %d", t.id, kind, strings.Join(argv, " "), res.ExitCode)
 	return b.String(), res.ExitCode == 0 && res.OutputsErr == nil, nil
+}
+
+// OutputDir is where, in the state directory, a run keeps each command's
+// captured stdout and stderr (masked, as digested), each under the
+// base64url part of the ContentId its `command` entry names (docs/SPEC.md
+// §6): the journal holds digests, and these files are what they address.
+const OutputDir = "output"
+
+// keepOutput writes captured streams to OutputDir by their ContentIds.
+// A stream that cannot be kept ends the run: its entry would name
+// output nobody can read.
+func (r *run) keepOutput(streams ...session.Captured) error {
+	dir := filepath.Join(r.state, OutputDir)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("runner: %w", err)
+	}
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("runner: %s is not a directory; remove it (cordon keeps captured output there)", dir)
+	}
+	for _, c := range streams {
+		id := canon.Sum(c.Bytes).String()
+		name := filepath.Join(dir, strings.TrimPrefix(id, "b3:"))
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|flock.NoFollow, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue // the same bytes, by their address
+		}
+		if err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+		_, err = f.Write(c.Bytes)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+	}
+	return nil
 }
 
 // rawJSON is v, a plain value, as JSON.
