@@ -2,6 +2,7 @@ package redact
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,36 @@ func TestLazyPatterns(t *testing.T) {
 	}
 	if !pemBegin().MatchString("-----BEGIN RSA PRIVATE KEY-----") || pemEnd().MatchString("-----END PUBLIC KEY-----") {
 		t.Error("the PEM patterns answer differently")
+	}
+}
+
+// TestSecretNameAgreesWithPattern: SecretName's ASCII path answers as
+// the pattern does, for names assembled from the pattern's words in
+// every case, their near misses, separators and non-ASCII letters that
+// fold to ASCII (K, ſ).
+func TestSecretNameAgreesWithPattern(t *testing.T) {
+	parts := []string{"secret", "SeCrEt", "token", "TOKEN", "passwd", "password", "PassWord", "passwrd", "passphrase", "pass",
+		"api", "key", "KEY", "api_key", "apiKey", "api-key", "private", "privateKey", "private_key", "credential",
+		"credentials", "authorization", "auth", "cookie", "session", "sessionkey", "Session_Key", "session-key", "access", "accessKey",
+		"access_key", "_", "-", ".", "x", "max_input_", "name", "secre", "toke", "coo", "kie", "\u212a", "ſ", "é", " ", "\x00", "\xff"}
+	n := 0
+	for _, a := range parts {
+		for _, b := range parts {
+			for _, c := range []string{"", "_", "s", "key", "word", "et"} {
+				name := a + c + b
+				n++
+				if got, want := SecretName(name), secretName().MatchString(name); got != want {
+					t.Errorf("SecretName(%q) = %v, the pattern says %v", name, got, want)
+				}
+			}
+		}
+	}
+	for _, name := range []string{strings.Repeat("x", 64) + "token", strings.Repeat("x", 63) + "k", "api_\u212aey", "ſecret", "max_input_tokens", "submitted_key", "key_id"} {
+		if got, want := SecretName(name), secretName().MatchString(name); got != want {
+			t.Errorf("SecretName(%q) = %v, the pattern says %v", name, got, want)
+		}
+	}
+	if n < 10000 {
+		t.Fatalf("only %d names", n)
 	}
 }

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/cordon-dev/cordon/redact"
 )
@@ -28,10 +27,6 @@ type secrets struct {
 	mu      sync.RWMutex
 	sources map[string]secretSource
 	pool    *redact.Pool
-	// literal: every secret value appears in encoded JSON as itself
-	// (no character JSON encoding escapes), so the fast path of
-	// maskJSONBytes may look for it in the raw bytes.
-	literal bool
 }
 
 type secretSource struct {
@@ -85,85 +80,91 @@ func (s *Server) setSecretSourceLocked(name string, values []string, configured 
 		return fmt.Errorf("server: secrets of %s: %w", name, err)
 	}
 	s.secrets.sources, s.secrets.pool = next, p
-	s.secrets.literal = !slices.ContainsFunc(all, func(v string) bool {
-		return strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || strings.ContainsRune(jsonEscaped, r) })
-	})
 	return nil
 }
 
-// jsonEscaped are the printable characters encoding/json may write
-// escaped (and every control character is).
-const jsonEscaped = "\"\\<>&\u2028\u2029\u007f\ufffd"
-
-// secretStringMember reports whether a JSON document without escapes
-// has a member whose name says it holds a secret and whose value may
-// hold a string (an object, array or string; not a number, true, false
-// or null). Without escapes every quote delimits a string, and a string
-// followed by a colon is a member name.
-func secretStringMember(b []byte) bool {
+// decodedText is an encoded JSON document as the pool must see it: each
+// string with its escapes undone (still between its quotes, so that
+// what surrounds a string's text is a quote, as in the full pass, where
+// each string is masked alone), everything outside strings as written.
+// ok is false when the document needs the full pass anyway: a member
+// whose name says it holds a secret holds a string (an object, array or
+// string value; not a number, true, false or null), or the document is
+// not valid UTF-8 or has a string that does not decode.
+func decodedText(b []byte) (text string, ok bool) {
+	if !utf8.Valid(b) {
+		return "", false
+	}
+	var out []byte // nil while no string had an escape
+	last := 0
 	for i := 0; i < len(b); i++ {
 		if b[i] != '"' {
 			continue
 		}
-		end := bytes.IndexByte(b[i+1:], '"')
-		if end < 0 {
-			return true // not JSON: the full pass says so
+		j, escaped := i+1, false
+		for ; j < len(b) && b[j] != '"'; j++ {
+			switch {
+			case b[j] == '\\':
+				escaped = true
+				j++
+			case b[j] < 0x20:
+				return "", false // not JSON: the full pass says so
+			}
 		}
-		name := b[i+1 : i+1+end]
-		i += end + 1
-		j := i + 1
-		for j < len(b) && isSpace(b[j]) {
-			j++
+		if j >= len(b) {
+			return "", false
 		}
-		if j >= len(b) || b[j] != ':' {
+		str := b[i+1 : j]
+		if escaped {
+			var v string
+			if json.Unmarshal(b[i:j+1], &v) != nil {
+				return "", false
+			}
+			if out == nil {
+				out = make([]byte, 0, len(b))
+			}
+			out = append(append(append(out, b[last:i+1]...), v...), '"')
+			last = j + 1
+			str = []byte(v)
+		}
+		i = j
+		k := j + 1
+		for k < len(b) && isSpace(b[k]) {
+			k++
+		}
+		if k >= len(b) || b[k] != ':' {
 			continue
 		}
-		for j++; j < len(b) && isSpace(b[j]); j++ {
+		for k++; k < len(b) && isSpace(b[k]); k++ {
 		}
-		if j < len(b) && (b[j] == '"' || b[j] == '{' || b[j] == '[') && secretNamed(name) {
-			return true
+		if k < len(b) && (b[k] == '"' || b[k] == '{' || b[k] == '[') && redact.SecretName(string(str)) {
+			return "", false
 		}
 	}
-	return false
+	if out == nil {
+		return string(b), true
+	}
+	return string(append(out, b[last:]...)), true
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// secretNamed is redact.SecretName with an ASCII shortcut: a name with
-// none of the words the rule looks for is not secret-named.
-func secretNamed(name []byte) bool {
-	low := make([]byte, len(name))
-	for i, c := range name {
-		if c >= 0x80 {
-			return redact.SecretName(string(name)) // Unicode case folding
-		}
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		low[i] = c
-	}
-	for _, w := range []string{"secret", "token", "passw", "passphrase", "key", "credential", "authorization", "cookie"} {
-		if bytes.Contains(low, []byte(w)) {
-			return redact.SecretName(string(name))
-		}
-	}
-	return false
-}
-
 // clean reports whether an encoded JSON document certainly needs no
-// masking: it has no escape (so each string's bytes are the string
-// itself, between quotes, and every secret value would appear literally),
-// no secret-named member holds a string, and the pool finds nothing in
-// its bytes. A false "no" costs only the full pass.
+// masking: no secret-named member holds a string, and the pool finds
+// nothing in its text with every string decoded (decodedText). Each
+// string the full pass would mask alone is here one stretch of a longer
+// text between quotes; a secret found in it is found here too (a shape
+// that starts a word or ends at a word's end sees a quote on either
+// side, as it sees the text's edge alone), and a match that spans
+// strings only sends the document to the full pass. A false "no" costs
+// only the full pass.
 func (s *Server) clean(p *redact.Pool, b []byte) bool {
-	s.secrets.mu.RLock()
-	literal := s.secrets.literal && p == s.secrets.pool
-	s.secrets.mu.RUnlock()
-	if !literal || bytes.IndexByte(b, '\\') >= 0 || secretStringMember(b) {
+	text, ok := decodedText(b)
+	if !ok {
 		return false
 	}
-	m, err := p.String(string(b))
-	return err == nil && m == string(b)
+	m, err := p.String(text)
+	return err == nil && m == text
 }
 
 // maskJSON masks a decoded JSON value (decoded with UseNumber) at any

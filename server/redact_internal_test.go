@@ -175,4 +175,104 @@ func TestCleanFastPathAgrees(t *testing.T) {
 	if !s.clean(p, []byte(`{"a":"plain","max_output_tokens":5}`)) {
 		t.Error("a plain document takes the full pass")
 	}
+	// A plain document with escapes (a run's view: its snapshot's files
+	// are JSON in a string) takes the fast path too.
+	if b, _ := json.Marshal(map[string]any{"files": map[string]any{"session.jsonl": "{\"a\":\"<b>\"}\n"}}); !s.clean(p, b) {
+		t.Errorf("%s takes the full pass", b)
+	}
+}
+
+// TestCleanFastPathAgreesEscaped: the fast path decodes escaped strings,
+// so a secret that JSON writes escaped (a quote, <, a tab, a line
+// separator in it), a secret or a credential spelled with \u escapes,
+// and a secret-named member whose name is escaped, all reach the full
+// pass; and, over a sweep of documents assembled from such pieces,
+// whenever the fast path lets one through the full pass leaves it
+// unchanged.
+func TestCleanFastPathAgreesEscaped(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k, _ := sign.Generate()
+	secrets := []string{"op\"quote<secret>", "tab\there-secret", "ls\u2028sep-secret", "amp&ersand-secret", "plain-secret-1"}
+	s, err := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: secrets, SecretsConfigured: len(secrets)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Pool()
+	gh := "ghp_" + strings.Repeat("Z9", 18)
+	agree := func(b []byte) bool {
+		t.Helper()
+		full, err := maskJSONBytes(p, b)
+		if err != nil {
+			return !s.clean(p, b) // not JSON: never through the fast path
+		}
+		var in, out any
+		json.Unmarshal(b, &in)
+		json.Unmarshal(full, &out)
+		inJ, _ := json.Marshal(in)
+		outJ, _ := json.Marshal(out)
+		if s.clean(p, b) && string(inJ) != string(outJ) {
+			t.Errorf("%s: the fast path lets it through, the full pass masks it to %s", b, full)
+			return false
+		}
+		return true
+	}
+	for _, b := range []string{
+		`{"a":"x op\"quote\u003csecret\u003e y"}`,
+		`{"a":"op\u0022quote<secret>"}`,
+		`{"a":"tab\there-secret"}`,
+		`{"a":"ls\u2028sep-secret"}`,
+		`{"a":"amp\u0026ersand-secret"}`,
+		`{"a":"plain\u002dsecret-1"}`,
+		`{"a":"\u0067hp_` + strings.Repeat("Z9", 18) + `"}`,
+		`{"a":"\n` + gh + `\n"}`,
+		`{"api\u005fkey":"abc"}`,
+		`{"api\u005fkey":{"x":1}}`,
+		`{"a":"x","b":"y\"` + gh + `"}`,
+		`["\"` + gh + `\""]`,
+		`{"a":"unterminated`,
+		`{"a":"bad \x escape"}`,
+		"{\"a\":\"\xff" + gh + "\"}",
+	} {
+		if s.clean(p, []byte(b)) {
+			t.Errorf("%s takes the fast path; it holds a secret, a secret-named string, or is not JSON", b)
+		}
+		agree([]byte(b))
+	}
+	pieces := []string{"a", "plain", "x y", gh, "op\"quote<secret>", "op\"quote", "<secret>", "tab\there-secret", "tab",
+		"ls\u2028sep-secret", "amp&ersand-secret", "plain-secret-1", "plain-secret-", "1", "\"", "\\", "<", "\n", "\u2028",
+		"sk-ant-" + strings.Repeat("a", 20), "aws_secret_access_key=", strings.Repeat("A", 40), "cdn_", strings.Repeat("b", 20), "é", "\t"}
+	names := []string{"a", "token", "max_output_tokens", "api\"key", "session", "x<y", gh, "plain-secret-1", "tab\there-secret"}
+	n, fast := 0, 0
+	for i, a := range pieces {
+		for j, c := range pieces {
+			for _, name := range []string{names[(i+j)%len(names)], names[(i*j)%len(names)]} {
+				for _, doc := range []any{
+					map[string]any{name: a + c},
+					map[string]any{name: []any{a, c}},
+					map[string]any{"v": a, name: 3, "w": c},
+					map[string]any{"o": map[string]any{name: map[string]any{"k": a + " " + c}}},
+					[]any{a, c},
+					a + c,
+				} {
+					b, err := json.Marshal(doc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					n++
+					if s.clean(p, b) {
+						fast++
+					}
+					agree(b)
+				}
+			}
+		}
+	}
+	if n < 5000 || fast*4 < n {
+		t.Fatalf("%d documents, %d through the fast path: the sweep checks too little", n, fast)
+	}
 }
