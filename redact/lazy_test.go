@@ -72,3 +72,39 @@ func TestSecretNameAgreesWithPattern(t *testing.T) {
 		t.Fatalf("only %d names", n)
 	}
 }
+
+// TestFoldedShapeWithoutLowering: the folded shape (the AWS secret key
+// assignment) is found in any ASCII case, also when its lead ("aws") is
+// at the text's very start or end, and a text without the lead in any
+// case is not lowered for it (containsFoldASCII answers as lowering
+// would).
+func TestFoldedShapeWithoutLowering(t *testing.T) {
+	var folded []shape
+	for _, sh := range shapes() {
+		if sh.fold {
+			folded = append(folded, sh)
+		}
+	}
+	if len(folded) != 1 || folded[0].lead != "aws" {
+		t.Fatalf("folded shapes %+v, want one with the lead aws", folded)
+	}
+	p, err := NewPool(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+	for _, in := range []string{"AWS_SECRET_ACCESS_KEY=" + key, "x Aws_Secret_Access_Key: " + key, "aWsSeCrEtAcCeSsKeY=" + key} {
+		got, err := p.String(in)
+		if err != nil || strings.Contains(got, key) {
+			t.Errorf("%q masks to %q, %v", in, got, err)
+		}
+	}
+	for _, c := range []struct {
+		s    string
+		want bool
+	}{{"aws", true}, {"xAWs", true}, {"aW", false}, {"", false}, {"a w s", false}, {"AWZ aws", true}, {"\u212aaws", true}, {"áws", false}} {
+		if got, want := containsFoldASCII(c.s, "aws"), strings.Contains(asciiLower(c.s), "aws"); got != want || got != c.want {
+			t.Errorf("containsFoldASCII(%q) = %v; lowering says %v", c.s, got, want)
+		}
+	}
+}

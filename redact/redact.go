@@ -73,13 +73,23 @@ var (
 type shape struct {
 	name      string
 	prefixes  []string
-	fold      bool // prefixes match in any ASCII case
+	fold      bool   // prefixes match in any ASCII case
+	lead      string // fold: the lower-case start every prefix shares
 	wordStart bool
 	re        *regexp.Regexp
 }
 
 func newShape(name string, prefixes []string, fold, wordStart bool, re string) shape {
-	return shape{name: name, prefixes: prefixes, fold: fold, wordStart: wordStart, re: regexp.MustCompile(`^(?:` + re + `)`)}
+	sh := shape{name: name, prefixes: prefixes, fold: fold, wordStart: wordStart, re: regexp.MustCompile(`^(?:` + re + `)`)}
+	if fold {
+		sh.lead = prefixes[0]
+		for _, p := range prefixes[1:] {
+			for !strings.HasPrefix(p, sh.lead) {
+				sh.lead = sh.lead[:len(sh.lead)-1]
+			}
+		}
+	}
+	return sh
 }
 
 // shapes are the credential shapes every pool masks; token matches are
@@ -187,6 +197,11 @@ func (p *Pool) find(s string, limit int, prev byte) []match {
 	for _, sh := range shapes() {
 		text := s
 		if sh.fold {
+			// Every folded prefix starts with its shape's lead (in any
+			// ASCII case): without one, lowering s finds nothing.
+			if !containsFoldASCII(s, sh.lead) {
+				continue
+			}
 			if lower == "" {
 				lower = asciiLower(s)
 			}
@@ -248,6 +263,49 @@ func (p *Pool) find(s string, limit int, prev byte) []match {
 
 func isWord(c byte) bool {
 	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// containsFoldASCII reports whether asciiLower(s) contains low, a
+// lower-case ASCII string, without lowering s.
+func containsFoldASCII(s, low string) bool {
+	if low == "" {
+		return true
+	}
+	cs := []byte{low[0]}
+	if 'a' <= low[0] && low[0] <= 'z' {
+		cs = append(cs, low[0]-'a'+'A')
+	}
+	for _, c := range cs {
+		for off := 0; off+len(low) <= len(s); {
+			i := strings.IndexByte(s[off:len(s)-len(low)+1], c)
+			if i < 0 {
+				break
+			}
+			at := off + i
+			if equalLowerASCII(s[at:at+len(low)], low) {
+				return true
+			}
+			off = at + 1
+		}
+	}
+	return false
+}
+
+// equalLowerASCII reports whether asciiLower(s) == low.
+func equalLowerASCII(s, low string) bool {
+	if len(s) != len(low) {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != low[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // asciiLower lower-cases ASCII letters only, keeping every byte offset.
