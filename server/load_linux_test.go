@@ -9,10 +9,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,6 +71,27 @@ func TestLoad(t *testing.T) {
 		clients = v
 	}
 	workers, _ := strconv.Atoi(os.Getenv("CORDON_LOAD_WORKERS")) // 0: the server's default
+	// The collector's target as `cordon serve` sets it, unless GOGC is
+	// set (GOGC=100 measures with Go's default). It is the process's:
+	// the clients here share it.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(server.DefaultGCPercent))
+		t.Logf("GC percent %d (cordon serve's default; GOGC not set)", server.DefaultGCPercent)
+	} else {
+		t.Logf("GOGC=%s", os.Getenv("GOGC"))
+	}
+	var ru0, rc0 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &rc0)
+	defer func() {
+		var ru1, rc1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		syscall.Getrusage(syscall.RUSAGE_CHILDREN, &rc1)
+		cpu := func(a, b syscall.Rusage) time.Duration {
+			return time.Duration(b.Utime.Nano() - a.Utime.Nano() + b.Stime.Nano() - a.Stime.Nano())
+		}
+		t.Logf("CPU: this process (server, runner, clients) %s; its child processes (the sandboxes) %s", cpu(ru0, ru1).Round(time.Millisecond), cpu(rc0, rc1).Round(time.Millisecond))
+	}()
 	dir := t.TempDir()
 	te := &timedExec{d: map[string]time.Duration{}}
 	e := newEnv(t, envOpts{dir: dir, exec: te, workers: workers})

@@ -41,6 +41,14 @@ const (
 	DefaultMaxPending = 100
 	DefaultMaxConns   = 1024
 	DefaultIdleWait   = 30 * time.Second
+	// DefaultGCPercent is the garbage collector's target `cordon serve`
+	// sets (runtime/debug.SetGCPercent) unless GOGC is set or
+	// --gc-percent names another: with Go's default of 100 the
+	// collector, and the stack regrowth of every idle connection's
+	// goroutine it shrinks, cost a quarter of a read's CPU
+	// (docs/server.md, "Figures"); 400 lets the heap grow to five times
+	// what is live (tens of MB) between collections.
+	DefaultGCPercent = 400
 )
 
 // Config is one control plane.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -253,6 +254,7 @@ func runServe(e *env, args []string) error {
 	noExec := fs.Bool("no-execute", false, "serve the API only; runs are executed by 'cordon worker' processes (PostgreSQL)")
 	grace := durationVar(fs, "grace", 30*time.Second, "how long shutdown waits for requests and running runs")
 	maxConns := fs.Int("max-conns", server.DefaultMaxConns, "the most connections served at once (more wait to be accepted)")
+	gcPercent := fs.Int("gc-percent", server.DefaultGCPercent, "the garbage collector's target percentage (Go's GOGC; the GOGC variable wins unless this flag is given)")
 	sf := addServeFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -260,6 +262,9 @@ func runServe(e *env, args []string) error {
 	}
 	if len(pos) != 0 {
 		return usageErrorf("serve: unexpected arguments %q", pos)
+	}
+	if err := setGCPercent(fs, *gcPercent, os.Getenv("GOGC")); err != nil {
+		return err
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return &usageError{msg: "serve: --tls-cert and --tls-key go together"}
@@ -347,4 +352,19 @@ func runWorker(e *env, args []string) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
 	defer cancel()
 	return s.Stop(sctx)
+}
+
+// setGCPercent applies serve's --gc-percent: the flag when given, else
+// the GOGC variable when set (the runtime already applied it), else
+// server.DefaultGCPercent.
+func setGCPercent(fs *flag.FlagSet, percent int, gogc string) error {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "gc-percent" })
+	if percent < 10 || percent > 10000 {
+		return usageErrorf("serve: --gc-percent %d: give a percentage from 10 to 10000 (Go's default is 100)", percent)
+	}
+	if given || gogc == "" {
+		debug.SetGCPercent(percent)
+	}
+	return nil
 }
