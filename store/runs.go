@@ -185,13 +185,13 @@ func (s *Store) RunByID(ctx context.Context, id string) (*Run, error) {
 // Runs lists a tenant's runs, newest first, at most limit, without
 // their snapshots (Config is nil: Run loads one run's).
 func (s *Store) Runs(ctx context.Context, tenantID string, limit int) ([]*Run, error) {
-	return s.listRuns(ctx, `SELECT `+runListColumns+` FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, id LIMIT ?`, tenantID, limit)
+	return s.listRuns(ctx, true, `SELECT `+runListColumns+` FROM runs WHERE tenant_id = ? ORDER BY created_at DESC, id LIMIT ?`, tenantID, limit)
 }
 
 // RunsIn lists every run in a state, oldest first (recovery, the
 // re-enqueue sweep), without their snapshots (Config is nil).
 func (s *Store) RunsIn(ctx context.Context, state string) ([]*Run, error) {
-	return s.listRuns(ctx, `SELECT `+runListColumns+` FROM runs WHERE state = ? ORDER BY created_at, id`, state)
+	return s.listRuns(ctx, false, `SELECT `+runListColumns+` FROM runs WHERE state = ? ORDER BY created_at, id`, state)
 }
 
 // PendingRuns counts a tenant's runs not yet executing: pending approval
@@ -203,7 +203,9 @@ func (s *Store) PendingRuns(ctx context.Context, tenantID string) (int, error) {
 	return n, err
 }
 
-func (s *Store) listRuns(ctx context.Context, query string, args ...any) ([]*Run, error) {
+// listRuns runs a list query; a bounded one (a page, LIMIT) is a hot
+// read (pointRead).
+func (s *Store) listRuns(ctx context.Context, bounded bool, query string, args ...any) ([]*Run, error) {
 	if tx := txFrom(ctx); tx != nil { // an audited transaction sees its own writes
 		rows, err := tx.QueryContext(ctx, s.q(query), args...)
 		if err != nil {
@@ -219,7 +221,11 @@ func (s *Store) listRuns(ctx context.Context, query string, args ...any) ([]*Run
 		return nil, err
 	}
 	defer s.rgate.release()
-	rows, err := st.QueryContext(ctx, args...)
+	qctx := ctx
+	if bounded {
+		qctx = s.pointRead(ctx)
+	}
+	rows, err := st.QueryContext(qctx, args...)
 	if err != nil {
 		return nil, err
 	}

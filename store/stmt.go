@@ -86,7 +86,24 @@ func (s *Store) readRow(ctx context.Context, query string, args ...any) rowScann
 	if err := s.rgate.acquire(ctx); err != nil {
 		return errRow{err}
 	}
-	return &gatedRow{row: st.QueryRowContext(ctx, args...), release: s.rgate.release}
+	return &gatedRow{row: st.QueryRowContext(s.pointRead(ctx), args...), release: s.rgate.release}
+}
+
+// pointRead is the context a hot read runs its statement under, once
+// past the read gate (whose wait ctx still ends). On SQLite it is not
+// cancelled with ctx: the statement is a local, indexed read of one row
+// or a page of rows (Runs: at most its limit) that a cancel would not
+// usefully shorten, and a cancellable
+// context costs each statement two goroutines (the driver's interrupt
+// watcher and database/sql's), 4% of the control plane's CPU under load
+// (docs/server.md, "Figures"); SQLite's busy timeout still bounds a wait
+// for a lock. On PostgreSQL, where a read waits on the network, ctx
+// stays.
+func (s *Store) pointRead(ctx context.Context) context.Context {
+	if s.engine == SQLite {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // gatedRow releases the read gate once it is scanned.
