@@ -2,6 +2,7 @@ package redact
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,5 +107,115 @@ func TestFoldedShapeWithoutLowering(t *testing.T) {
 		if got, want := containsFoldASCII(c.s, "aws"), strings.Contains(asciiLower(c.s), "aws"); got != want || got != c.want {
 			t.Errorf("containsFoldASCII(%q) = %v; lowering says %v", c.s, got, want)
 		}
+	}
+}
+
+// findByEachPrefix is find as it was before it searched each shape's
+// lead once: one search per prefix (the reference for
+// TestFindByLeadAgrees).
+func (p *Pool) findByEachPrefix(s string, limit int, prev byte) []match {
+	var cands []match
+	for _, v := range p.secrets {
+		for off := 0; off < limit; {
+			i := strings.Index(s[off:], v)
+			if i < 0 || off+i >= limit {
+				break
+			}
+			cands = append(cands, match{off + i, off + i + len(v), "secret"})
+			off += i + 1
+		}
+	}
+	lower := asciiLower(s)
+	for _, sh := range shapes() {
+		text := s
+		if sh.fold {
+			text = lower
+		}
+		for _, pre := range sh.prefixes {
+			for off := 0; off < limit; {
+				i := strings.Index(text[off:], pre)
+				if i < 0 || off+i >= limit {
+					break
+				}
+				at := off + i
+				off = at + 1
+				before := prev
+				if at > 0 {
+					before = s[at-1]
+				}
+				if sh.wordStart && isWord(before) {
+					continue
+				}
+				if sh.name == "pem-private-key" {
+					loc := sh.re.FindStringIndex(s[at:])
+					if loc == nil {
+						continue
+					}
+					end := len(s)
+					if e := pemEnd().FindStringIndex(s[at+loc[1]:]); e != nil {
+						end = at + loc[1] + e[1]
+					}
+					cands = append(cands, match{at, end, sh.name})
+					continue
+				}
+				if loc := sh.re.FindStringIndex(s[at:min(len(s), at+maxMatch)]); loc != nil {
+					cands = append(cands, match{at, at + loc[1], sh.name})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b match) int {
+		if a.start != b.start {
+			return a.start - b.start
+		}
+		return b.end - a.end
+	})
+	var out []match
+	cursor := 0
+	for _, c := range cands {
+		if c.start < cursor {
+			continue
+		}
+		out = append(out, c)
+		cursor = c.end
+	}
+	return out
+}
+
+// TestFindByLeadAgrees: find, searching each shape's shared lead once,
+// finds exactly what one search per prefix finds, over texts assembled
+// from every shape's prefixes and near misses, in both cases, at every
+// limit, after a word byte or not.
+func TestFindByLeadAgrees(t *testing.T) {
+	p, err := NewPool(Config{OperatorSecrets: []string{"op-secret-value-1", "AKIAop-secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pieces []string
+	for _, sh := range shapes() {
+		for _, pre := range sh.prefixes {
+			pieces = append(pieces, pre, strings.ToUpper(pre), pre[:len(pre)-1])
+		}
+	}
+	pieces = append(pieces, strings.Repeat("Z9", 20), strings.Repeat("A", 40), " = ", "_", "x", "-----END RSA PRIVATE KEY-----", "RSA PRIVATE KEY-----\n", "op-secret-value-1", "\n")
+	n, found := 0, 0
+	for i, a := range pieces {
+		for j, b := range pieces {
+			c := pieces[(i*7+j*3)%len(pieces)]
+			s := a + b + c + pieces[(i+j)%len(pieces)] + strings.Repeat("Z9", 20)
+			for _, limit := range []int{len(s), len(a) + 1, len(s) / 2} {
+				for _, prev := range []byte{0, 'w'} {
+					n++
+					got, want := p.find(s, limit, prev), p.findByEachPrefix(s, limit, prev)
+					if !slices.Equal(got, want) {
+						t.Fatalf("find(%q, %d, %q) = %v, one search per prefix finds %v", s, limit, prev, got, want)
+					}
+					found += len(got)
+				}
+			}
+		}
+	}
+	if n < 10000 || found < n/10 {
+		t.Fatalf("%d texts, %d matches: the sweep checks too little", n, found)
 	}
 }

@@ -73,20 +73,21 @@ type shape struct {
 	name      string
 	prefixes  []string
 	fold      bool   // prefixes match in any ASCII case
-	lead      string // fold: the lower-case start every prefix shares
+	lead      string // the start every prefix shares (fold: in lower case)
 	wordStart bool
 	re        *regexp.Regexp
 }
 
 func newShape(name string, prefixes []string, fold, wordStart bool, re string) shape {
 	sh := shape{name: name, prefixes: prefixes, fold: fold, wordStart: wordStart, re: regexp.MustCompile(`^(?:` + re + `)`)}
-	if fold {
-		sh.lead = prefixes[0]
-		for _, p := range prefixes[1:] {
-			for !strings.HasPrefix(p, sh.lead) {
-				sh.lead = sh.lead[:len(sh.lead)-1]
-			}
+	sh.lead = prefixes[0]
+	for _, p := range prefixes[1:] {
+		for !strings.HasPrefix(p, sh.lead) {
+			sh.lead = sh.lead[:len(sh.lead)-1]
 		}
+	}
+	if sh.lead == "" {
+		panic("redact: the prefixes of shape " + name + " share no first byte") // a programming error in shapes
 	}
 	return sh
 }
@@ -206,37 +207,40 @@ func (p *Pool) find(s string, limit int, prev byte) []match {
 			}
 			text = lower
 		}
-		for _, pre := range sh.prefixes {
-			for off := 0; off < limit; {
-				i := strings.Index(text[off:], pre)
-				if i < 0 || off+i >= limit {
-					break
-				}
-				at := off + i
-				off = at + 1
-				before := prev
-				if at > 0 {
-					before = s[at-1]
-				}
-				if sh.wordStart && isWord(before) {
+		// One search for the lead the shape's prefixes share, then each
+		// prefix where it is found (each lead is at least a byte).
+		for off := 0; off < limit; {
+			i := strings.Index(text[off:], sh.lead)
+			if i < 0 || off+i >= limit {
+				break
+			}
+			at := off + i
+			off = at + 1
+			if !slices.ContainsFunc(sh.prefixes, func(pre string) bool { return strings.HasPrefix(text[at:], pre) }) {
+				continue
+			}
+			before := prev
+			if at > 0 {
+				before = s[at-1]
+			}
+			if sh.wordStart && isWord(before) {
+				continue
+			}
+			if sh.name == "pem-private-key" {
+				loc := sh.re.FindStringIndex(s[at:])
+				if loc == nil {
 					continue
 				}
-				if sh.name == "pem-private-key" {
-					loc := sh.re.FindStringIndex(s[at:])
-					if loc == nil {
-						continue
-					}
-					end := len(s) // unterminated: to the end
-					if e := pemEnd().FindStringIndex(s[at+loc[1]:]); e != nil {
-						end = at + loc[1] + e[1]
-					}
-					cands = append(cands, match{at, end, sh.name})
-					continue
+				end := len(s) // unterminated: to the end
+				if e := pemEnd().FindStringIndex(s[at+loc[1]:]); e != nil {
+					end = at + loc[1] + e[1]
 				}
-				loc := sh.re.FindStringIndex(s[at:min(len(s), at+maxMatch)])
-				if loc != nil {
-					cands = append(cands, match{at, at + loc[1], sh.name})
-				}
+				cands = append(cands, match{at, end, sh.name})
+				continue
+			}
+			loc := sh.re.FindStringIndex(s[at:min(len(s), at+maxMatch)])
+			if loc != nil {
+				cands = append(cands, match{at, at + loc[1], sh.name})
 			}
 		}
 	}
