@@ -90,7 +90,8 @@ func TestLoad(t *testing.T) {
 		cpu := func(a, b syscall.Rusage) time.Duration {
 			return time.Duration(b.Utime.Nano() - a.Utime.Nano() + b.Stime.Nano() - a.Stime.Nano())
 		}
-		t.Logf("CPU: this process (server, runner, clients) %s; its child processes (the sandboxes) %s", cpu(ru0, ru1).Round(time.Millisecond), cpu(rc0, rc1).Round(time.Millisecond))
+		t.Logf("CPU: this process (server, runner, clients) %s; its child processes (the sandboxes) %s; this process's minor page faults %d, voluntary and involuntary context switches %d, %d",
+			cpu(ru0, ru1).Round(time.Millisecond), cpu(rc0, rc1).Round(time.Millisecond), ru1.Minflt-ru0.Minflt, ru1.Nvcsw-ru0.Nvcsw, ru1.Nivcsw-ru0.Nivcsw)
 	}()
 	dir := t.TempDir()
 	te := &timedExec{d: map[string]time.Duration{}}
