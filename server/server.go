@@ -45,7 +45,7 @@ const (
 	// sets (runtime/debug.SetGCPercent) unless GOGC is set or
 	// --gc-percent names another: with Go's default of 100 the
 	// collector, and the stack regrowth of every idle connection's
-	// goroutine it shrinks, cost a quarter of a read's CPU
+	// goroutine it shrinks, cost a fifth of a read's CPU
 	// (docs/server.md, "Figures"); 400 lets the heap grow to five times
 	// what is live (tens of MB) between collections.
 	DefaultGCPercent = 400
