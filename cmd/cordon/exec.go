@@ -171,6 +171,11 @@ func runExec(e *env, args []string) error {
 		return &usageError{msg: "exec: --pool with --receipt needs --journal", hint: "the journal's pool.claim entry records the idle energy the run is charged with"}
 	}
 	phase.Add("exec: flags and grants")
+	if e.served != nil { // a resident server's warm process: nothing is written before this
+		if err := e.served.admit(*stateDir); err != nil {
+			return err
+		}
+	}
 	state, err := execStateDir(*stateDir)
 	if err != nil {
 		return refuse(fmt.Errorf("exec: %w", err))
@@ -285,8 +290,16 @@ func runExec(e *env, args []string) error {
 		pooled   session.Sandbox
 		poolNote *poolView
 	)
-	if *usePool {
-		if pooled, poolNote, err = newPoolSandbox(state, rec, *poolCold, func(msg string) { fmt.Fprintln(e.stderr, "cordon: note: exec: "+msg) }); err != nil {
+	// A warm process's slot serves a plain exec too, when the run could
+	// be pooled: not frozen (--record), not on an image, and with the
+	// slot's idle energy in the journal if there is a receipt.
+	warm := e.served != nil && *recordFile == "" && *imageRef == "" && (*receiptFile == "" || *journalFile != "")
+	if *usePool || warm {
+		var local *servedExec
+		if warm {
+			local = e.served
+		}
+		if pooled, poolNote, err = newPoolSandbox(state, rec, *poolCold, *usePool, local, func(msg string) { fmt.Fprintln(e.stderr, "cordon: note: exec: "+msg) }); err != nil {
 			return refuse(fmt.Errorf("exec: --pool: %w", err))
 		}
 	}
@@ -480,6 +493,18 @@ func execLimits(gs *grant.Set, timeout time.Duration) (sandbox.Limits, error) {
 // execStateDir returns the state directory, creating it (0700) if it
 // does not exist.
 func execStateDir(flagValue string) (string, error) {
+	dir, err := resolveStateDir(flagValue)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return dir, nil
+}
+
+// resolveStateDir is execStateDir's directory, absolute, not made.
+func resolveStateDir(flagValue string) (string, error) {
 	dir := flagValue
 	if dir == "" {
 		dir = os.Getenv("CORDON_STATE")
@@ -490,14 +515,7 @@ func execStateDir(flagValue string) (string, error) {
 			return "", err
 		}
 	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("state directory: %w", err)
-	}
-	return dir, nil
+	return filepath.Abs(dir)
 }
 
 // defaultStateDir is the state directory of a process with effective uid

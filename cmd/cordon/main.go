@@ -9,6 +9,8 @@ package main
 
 import (
 	"errors"
+
+	_ "github.com/cordon-dev/cordon/cmd/cordon/internal/handoff" // first: hands 'cordon exec' to a resident server
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +30,9 @@ func main() {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// served is set in a warm process of a resident exec server, which
+	// runs one caller's `cordon exec` (resident_linux.go).
+	served *servedExec
 }
 
 type verb struct {
@@ -80,7 +85,12 @@ func verbs() []verb {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	return dispatch(&env{stdin: stdin, stdout: stdout, stderr: stderr}, args)
+}
+
+// dispatch runs the verb args name with e.
+func dispatch(e *env, args []string) int {
+	stdout, stderr := e.stdout, e.stderr
 	if len(args) == 0 {
 		usage(stderr)
 		return report(stderr, usageErrorf("missing command"))

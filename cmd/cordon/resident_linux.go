@@ -1,0 +1,597 @@
+package main
+
+// The resident exec server (docs/sandbox.md, "Resident exec server"):
+// `cordon pool serve --exec N` keeps N warm cordon processes on
+// STATE/pool/exec.sock, each started ahead and holding one prepared slot
+// of the pool's grant set. A `cordon exec` on that state directory hands
+// itself to one of them before it initialises (package
+// cmd/cordon/internal/handoff); the warm process checks that the caller
+// could have run the command itself exactly as it would be run here,
+// runs the same `cordon exec` code with the caller's arguments,
+// environment, working directory and streams, answers the exit status,
+// and exits. The server starts its successor.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
+	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/sandbox/pool"
+)
+
+func residentSocket(state string) string {
+	return filepath.Join(state, "pool", handoff.SocketName)
+}
+
+// servedExec is what a warm process tells `cordon exec` about the one
+// run it serves.
+type servedExec struct {
+	state string            // the state directory this server serves
+	slot  *pool.Pool        // the warm slot, one; nil: none was prepared
+	ours  map[string]string // this process's context (residentContext)
+	held  *heldWriter
+	start func() // tells the caller the run starts here
+	// declined is set when the caller's command line names another state
+	// directory: nothing has run, and the caller starts cold.
+	declined string
+}
+
+// errDeclined ends a served exec that declined; its output is dropped.
+var errDeclined = errors.New("declined")
+
+// admit checks, before exec does anything but read its flags and grant
+// set, that the caller's state directory is the one this server serves.
+func (s *servedExec) admit(flagValue string) error {
+	dir, err := resolveStateDir(flagValue)
+	if err != nil || dir != s.state {
+		s.declined = "the command names another state directory"
+		return errDeclined
+	}
+	if s.start != nil {
+		s.start()
+	}
+	s.held.release()
+	return nil
+}
+
+// heldWriter holds what is written until release (then it is written
+// through), so that a served exec that declines writes nothing.
+type heldWriter struct {
+	mu       sync.Mutex
+	w        io.Writer
+	buf      bytes.Buffer // guarded by mu
+	released bool         // guarded by mu
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.released {
+		return h.buf.Write(p)
+	}
+	return h.w.Write(p)
+}
+
+func (h *heldWriter) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.released {
+		h.released = true
+		_, _ = h.w.Write(h.buf.Bytes())
+		h.buf.Reset()
+	}
+}
+
+// residentChildren keeps n warm processes on the listener ln, each given
+// the grant set's bytes, until ctx ends; it returns when they have all
+// exited.
+type residentChildren struct {
+	state, tenant   string
+	timeout, idle   time.Duration
+	grants          []byte
+	ln              *os.File
+	stderr          io.Writer
+	served, started atomic.Int64
+}
+
+func (rc *residentChildren) run(ctx context.Context, n int) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				err := rc.one(ctx)
+				if ctx.Err() != nil {
+					return
+				}
+				if err != nil {
+					fmt.Fprintf(rc.stderr, "cordon: pool: warm exec process: %s\n", oneLine(err.Error()))
+					select { // a failing host is not hammered
+					case <-ctx.Done():
+						return
+					case <-time.After(time.Second):
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// one starts a warm process and waits for it: it serves at most one run.
+func (rc *residentChildren) one(ctx context.Context) error {
+	gr, gw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer gr.Close()
+	args := []string{"pool", "warm", "--state", rc.state, "--max-idle", rc.idle.String()}
+	if rc.tenant != "" {
+		args = append(args, "--tenant", rc.tenant)
+	}
+	if rc.timeout > 0 {
+		args = append(args, "--timeout", rc.timeout.String())
+	}
+	// /proc/self/exe: this very binary, even if the file was replaced.
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Args[0] = "cordon"
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "CORDON_RESIDENT=" + handoff.Off}
+	cmd.Stdout = nil
+	cmd.Stderr = rc.stderr
+	cmd.ExtraFiles = []*os.File{rc.ln, gr} // 3: the listener, 4: the grant set
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		gw.Close()
+		return err
+	}
+	rc.started.Add(1)
+	_, werr := gw.Write(rc.grants)
+	gw.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if werr != nil {
+			return werr
+		}
+		if err == nil {
+			rc.served.Add(1)
+		}
+		return err
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		return <-done
+	}
+}
+
+// warmExitIdle is how a warm process that served nothing exits: the
+// server starts its successor at once.
+const warmExitIdle = 3
+
+// poolWarm is a warm process (`cordon pool warm`, started only by `cordon
+// pool serve --exec`): descriptor 3 is the server's listening socket, 4
+// the grant set. It prepares one slot, takes one connection and serves
+// it.
+func poolWarm(e *env, args []string) error {
+	fs := flag.NewFlagSet("pool warm", flag.ContinueOnError)
+	stateDir := fs.String("state", "", "")
+	tenant := fs.String("tenant", "", "")
+	timeout := durationVar(fs, "timeout", 0, "")
+	maxIdle := durationVar(fs, "max-idle", 10*time.Minute, "")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	refuse := func(err error) error {
+		return &refusal{code: sandbox.ExitRefused, err: fmt.Errorf("pool warm: %w", err)}
+	}
+	if acc, err := unix.GetsockoptInt(3, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || acc != 1 {
+		return refuse(errors.New("descriptor 3 is not a listening socket: this process is started by 'cordon pool serve --exec', not by hand"))
+	}
+	if dom, err := unix.GetsockoptInt(3, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || dom != unix.AF_UNIX {
+		return refuse(errors.New("descriptor 3 is not a unix socket"))
+	}
+	gf := os.NewFile(4, "grants")
+	gsBytes, err := io.ReadAll(io.LimitReader(gf, 1<<20+1))
+	gf.Close()
+	if err != nil || len(gsBytes) > 1<<20 {
+		return refuse(errors.New("descriptor 4 does not carry a grant set"))
+	}
+	gs, err := grant.Parse(gsBytes)
+	if err != nil {
+		return refuse(err)
+	}
+	state, err := execStateDir(*stateDir)
+	if err != nil {
+		return refuse(err)
+	}
+	spec, err := poolSpec(gs, *tenant, state, *timeout)
+	if err != nil {
+		return refuse(err)
+	}
+	// This process's context, read before any sandbox is prepared: a
+	// thread that makes a sandbox's user namespace changes its own ids,
+	// and when that thread is the main one, /proc/self shows them.
+	ours, err := residentContext("self")
+	if err != nil {
+		return refuse(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := pool.New(ctx, pool.Config{Spec: spec, Env: pool.EnvAddress(spec), Size: 1, MaxIdle: *maxIdle})
+	if err != nil {
+		return refuse(err)
+	}
+	defer p.Stop()
+	// Take a connection only once the slot is ready (or its preparation
+	// failed: then the run starts cold here, still without cordon's own
+	// start), so that a waiting sibling with a slot serves first.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if st := p.Status(); st.Ready > 0 || st.LastErr != "" {
+			break
+		}
+	}
+	cfd, _, err := unix.Accept4(3, unix.SOCK_CLOEXEC)
+	unix.Close(3)
+	if err != nil {
+		return refuse(fmt.Errorf("accepting: %w", err))
+	}
+	conn := os.NewFile(uintptr(cfd), "caller")
+	defer conn.Close()
+	serveHandoff(conn, cfd, &servedExec{state: state, slot: p, ours: ours})
+	return nil
+}
+
+// serveHandoff serves one caller on conn (descriptor cfd).
+func serveHandoff(conn *os.File, cfd int, s *servedExec) {
+	answer := func(line string) { _, _ = conn.Write([]byte(line + "\n")) }
+	decline := func(why string) { answer("decline " + oneLine(why)) }
+	peer, err := checkPeer(cfd, s.ours)
+	if err != nil {
+		decline(err.Error())
+		return
+	}
+	defer peer.close()
+	args, environ, files, err := readHandoff(cfd)
+	if err != nil {
+		decline(err.Error())
+		return
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	if len(args) < 2 || args[1] != "exec" {
+		decline("not an exec command line")
+		return
+	}
+	// The caller's working directory, environment and file mode mask.
+	if err := unix.Fchdir(int(files[3].Fd())); err != nil {
+		decline("the working directory: " + err.Error())
+		return
+	}
+	os.Clearenv()
+	for _, kv := range environ { // the first of a name wins, as the runtime reads it
+		k, v, _ := strings.Cut(kv, "=")
+		if _, set := os.LookupEnv(k); !set {
+			_ = os.Setenv(k, v)
+		}
+	}
+	unix.Umask(peer.umask)
+	// The context was checked when the caller connected; that it is
+	// still the caller (a process identity, not a reused pid) is checked
+	// now that its /proc files have been read.
+	if err := peer.alive(); err != nil {
+		decline(err.Error())
+		return
+	}
+	// The caller's going away ends the run, as a signal to a cold cordon
+	// does: the run is killed, its journal ended.
+	var finished atomic.Bool
+	go func() {
+		var b [1]byte
+		_, _ = conn.Read(b[:]) // the caller sends nothing more: this returns at its end
+		if !finished.Load() {
+			_ = unix.Kill(os.Getpid(), unix.SIGTERM)
+		}
+	}()
+	if os.Getenv(phasesEnv) != "" { // the caller's phases: its spawn, then this process's marks ("main" is the hand-off)
+		startPhases()
+	}
+	s.held = &heldWriter{w: files[2]}
+	s.start = func() { answer("start") }
+	e := &env{stdin: files[0], stdout: files[1], stderr: s.held, served: s}
+	code := dispatch(e, args[1:])
+	finished.Store(true)
+	if s.declined != "" {
+		decline(s.declined)
+		return
+	}
+	s.held.release()
+	printPhases(s.held)
+	answer("exit " + strconv.Itoa(code))
+}
+
+// readHandoff reads the caller's request: its arguments, environment and
+// four descriptors (stdin, stdout, stderr, working directory), within
+// firstRequestWait.
+func readHandoff(cfd int) (args, env []string, files []*os.File, err error) {
+	tv := unix.NsecToTimeval(int64(firstRequestWait))
+	if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return nil, nil, nil, err
+	}
+	head := make([]byte, len(handoff.Magic)+4)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := unix.Recvmsg(cfd, head, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("reading the request: %w", err)
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, m := range msgs {
+			got, err := unix.ParseUnixRights(&m)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			fds = append(fds, got...)
+		}
+	}
+	for i, fd := range fds {
+		files = append(files, os.NewFile(uintptr(fd), [...]string{"stdin", "stdout", "stderr", "cwd"}[min(i, 3)]))
+	}
+	fail := func(msg string) ([]string, []string, []*os.File, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, nil, nil, errors.New(msg)
+	}
+	if len(files) != 4 {
+		return fail(fmt.Sprintf("a request with %d descriptors, want 4", len(files)))
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(files[3].Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fail("the working directory is not a directory")
+	}
+	for n < len(head) {
+		m, err := unix.Read(cfd, head[n:])
+		if err != nil || m == 0 {
+			return fail("a short request")
+		}
+		n += m
+	}
+	l, ok := handoff.Header(head)
+	if !ok {
+		return fail("not a hand-off request")
+	}
+	body := make([]byte, l)
+	for got := 0; got < l; {
+		m, err := unix.Read(cfd, body[got:])
+		if err != nil || m == 0 {
+			return fail("a short request")
+		}
+		got += m
+	}
+	args, env, ok = handoff.Decode(body)
+	if !ok {
+		return fail("a malformed request")
+	}
+	tv = unix.Timeval{}
+	if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return fail(err.Error())
+	}
+	return args, env, files, nil
+}
+
+// peer is the caller: its pid, a pidfd that pins it (where the kernel
+// gives one), and the file mode mask its files are made with.
+type peer struct {
+	pid   int
+	pidfd int // -1: none
+	start string
+	umask int
+}
+
+func (p *peer) close() {
+	if p.pidfd >= 0 {
+		unix.Close(p.pidfd)
+	}
+}
+
+// alive reports whether the caller is still the process that connected:
+// its pidfd can be signalled (so its pid was not reused), or, without
+// one, its start time is unchanged.
+func (p *peer) alive() error {
+	if p.pidfd >= 0 {
+		if err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0); err != nil {
+			return errors.New("the caller went away")
+		}
+		return nil
+	}
+	if st, err := procStart(p.pid); err != nil || st != p.start {
+		return errors.New("the caller went away")
+	}
+	return nil
+}
+
+// checkPeer checks that the caller may be served: it runs as this
+// process's uid and gid, and everything that bounds what a process can
+// do (residentContext) is the same for it as for this process. Then a
+// served run can do nothing the caller could not have done by running
+// cordon exec cold.
+func checkPeer(cfd int, ours map[string]string) (*peer, error) {
+	cred, err := unix.GetsockoptUcred(cfd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil {
+		return nil, fmt.Errorf("the caller's credentials: %v", err)
+	}
+	if int(cred.Uid) != os.Geteuid() || int(cred.Gid) != os.Getegid() {
+		return nil, fmt.Errorf("the caller runs as uid %d gid %d, this server as uid %d gid %d", cred.Uid, cred.Gid, os.Geteuid(), os.Getegid())
+	}
+	p := &peer{pid: int(cred.Pid), pidfd: -1}
+	if fd, err := unix.GetsockoptInt(cfd, unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+		p.pidfd = fd
+	} else if p.start, err = procStart(p.pid); err != nil {
+		return nil, fmt.Errorf("the caller's process: %v", err)
+	}
+	fail := func(err error) (*peer, error) {
+		p.close()
+		return nil, err
+	}
+	theirs, err := residentContext(strconv.Itoa(p.pid))
+	if err != nil {
+		return fail(fmt.Errorf("the caller's process: %v", err))
+	}
+	for _, k := range residentKeys {
+		if theirs[k] != ours[k] {
+			return fail(fmt.Errorf("the caller's %s differs from the server's (%q, %q)", k, theirs[k], ours[k]))
+		}
+	}
+	um, err := strconv.ParseUint(theirs["Umask"], 8, 32)
+	if err != nil || um > 0o777 {
+		return fail(errors.New("the caller's file mode mask is unreadable"))
+	}
+	p.umask = int(um)
+	if err := p.alive(); err != nil {
+		return fail(err)
+	}
+	return p, nil
+}
+
+// residentKeys are what must be equal between the caller and the warm
+// process: the credentials and confinement in /proc/PID/status, every
+// namespace, the root directory, the cgroups (a run's cgroup is made
+// under its cordon's own), the resource limits, the scheduling priority
+// and CPU and memory-node sets, the LSM label and the personality.
+var residentKeys = []string{
+	"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Seccomp_filters",
+	"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Cpus_allowed_list", "Mems_allowed_list",
+	"ns/cgroup", "ns/ipc", "ns/mnt", "ns/net", "ns/pid", "ns/time", "ns/user", "ns/uts",
+	"root", "cgroup", "limits", "nice", "attr/current", "personality",
+}
+
+// residentContext reads what residentKeys name for /proc/WHO, and the
+// Umask.
+func residentContext(who string) (map[string]string, error) {
+	dir := "/proc/" + who
+	m := map[string]string{}
+	status, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok {
+			m[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	for _, k := range []string{"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Umask"} {
+		if _, ok := m[k]; !ok {
+			return nil, fmt.Errorf("%s/status has no %s line", dir, k)
+		}
+	}
+	for _, ns := range []string{"cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts"} {
+		l, err := os.Readlink(dir + "/ns/" + ns)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		m["ns/"+ns] = l
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir+"/root", &st); err != nil {
+		return nil, err
+	}
+	m["root"] = fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	for _, f := range []string{"cgroup", "limits", "attr/current", "personality"} {
+		b, err := os.ReadFile(dir + "/" + f)
+		if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.EINVAL) {
+			return nil, err
+		}
+		m[f] = string(b)
+	}
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, pidOf(who))
+	if err != nil {
+		return nil, err
+	}
+	m["nice"] = strconv.Itoa(prio)
+	return m, nil
+}
+
+func pidOf(who string) int {
+	if who == "self" {
+		return 0
+	}
+	n, _ := strconv.Atoi(who)
+	return n
+}
+
+// procStart is a process's start time (/proc/PID/stat, field 22).
+func procStart(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", errors.New("unreadable stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", errors.New("unreadable stat")
+	}
+	return f[19], nil
+}
+
+// listenResident listens on the state directory's resident exec socket,
+// as listenPrivate does (a 0700 directory of this uid, a 0600 socket, a
+// stale one removed), but blocking and outside the net package: the warm
+// processes accept on it themselves.
+func listenResident(state string) (*os.File, error) {
+	sock := residentSocket(state)
+	// listenPrivate makes and checks the directory and removes a stale
+	// socket; its listener is closed again at once (which unlinks it).
+	l, err := listenPrivate(sock, "a resident exec server already serves %s: stop it first ('cordon pool stop')")
+	if err != nil {
+		return nil, err
+	}
+	l.Close()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	old := unix.Umask(0o177)
+	err = unix.Bind(fd, &unix.SockaddrUnix{Name: sock})
+	unix.Umask(old)
+	if err == nil {
+		err = unix.Chmod(sock, 0o600)
+	}
+	if err == nil {
+		err = unix.Listen(fd, 128)
+	}
+	if err != nil {
+		unix.Close(fd)
+		_ = os.Remove(sock)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), sock), nil
+}
