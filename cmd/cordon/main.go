@@ -9,14 +9,16 @@ package main
 
 import (
 	"errors"
-
-	_ "github.com/cordon-dev/cordon/cmd/cordon/internal/handoff" // first: hands 'cordon exec' to a resident server
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
+
+	// Initialised before nearly every other package (it imports only
+	// syscall): hands 'cordon exec' to a resident exec server.
+	_ "github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
 )
 
 func main() {
