@@ -371,6 +371,9 @@ func runExec(e *env, args []string) error {
 	case res.OutputsErr != nil:
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
 	}
+	if *stats && e.served != nil {
+		fmt.Fprintf(e.stderr, "cordon: exec: served by a warm process (pid %d) of the resident exec server\n", os.Getpid())
+	}
 	if *stats && poolNote != nil && poolNote.note() != "" {
 		fmt.Fprintln(e.stderr, "cordon: pool: "+poolNote.note())
 	}

@@ -211,8 +211,16 @@ func poolServe(e *env, args []string) error {
 			p.Stop()
 			return refuse(fmt.Errorf("pool serve: --exec: %w", err))
 		}
+		lifeR, lifeW, err := os.Pipe()
+		if err != nil {
+			rln.Close()
+			p.Stop()
+			return refuse(fmt.Errorf("pool serve: --exec: %w", err))
+		}
+		defer lifeW.Close() // held open until this process ends: the warm processes' lifeline
+		defer lifeR.Close()
 		rctx, rcancel := context.WithCancel(ctx)
-		rc := &residentChildren{state: state, tenant: *tenant, timeout: *timeout, idle: *maxIdle, grants: gsBytes, ln: rln, stderr: e.stderr}
+		rc := &residentChildren{state: state, tenant: *tenant, timeout: *timeout, idle: *maxIdle, grants: gsBytes, ln: rln, life: lifeR, stderr: e.stderr}
 		rdone := make(chan struct{})
 		go func() {
 			defer close(rdone)

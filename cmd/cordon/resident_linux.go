@@ -107,6 +107,7 @@ type residentChildren struct {
 	timeout, idle   time.Duration
 	grants          []byte
 	ln              *os.File
+	life            *os.File // a pipe's read end: at EOF, the server is gone
 	stderr          io.Writer
 	served, started atomic.Int64
 }
@@ -156,7 +157,10 @@ func (rc *residentChildren) one(ctx context.Context) error {
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "CORDON_RESIDENT=" + handoff.Off}
 	cmd.Stdout = nil
 	cmd.Stderr = rc.stderr
-	cmd.ExtraFiles = []*os.File{rc.ln, gr} // 3: the listener, 4: the grant set
+	// 3: the listener, 4: the grant set, 5: the lifeline (a warm process
+	// cannot rely on the parent-death signal: the kernel clears it when
+	// a thread that makes a sandbox's user namespace changes its ids).
+	cmd.ExtraFiles = []*os.File{rc.ln, gr, rc.life}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		gw.Close()
@@ -182,10 +186,6 @@ func (rc *residentChildren) one(ctx context.Context) error {
 	}
 }
 
-// warmExitIdle is how a warm process that served nothing exits: the
-// server starts its successor at once.
-const warmExitIdle = 3
-
 // poolWarm is a warm process (`cordon pool warm`, started only by `cordon
 // pool serve --exec`): descriptor 3 is the server's listening socket, 4
 // the grant set. It prepares one slot, takes one connection and serves
@@ -208,6 +208,17 @@ func poolWarm(e *env, args []string) error {
 	if dom, err := unix.GetsockoptInt(3, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || dom != unix.AF_UNIX {
 		return refuse(errors.New("descriptor 3 is not a unix socket"))
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(5, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return refuse(errors.New("descriptor 5 is not the server's lifeline"))
+	}
+	// The server's going away (even by kill -9) ends this process, and a
+	// run it serves, as a signal to a cold cordon does.
+	go func() {
+		life := os.NewFile(5, "lifeline")
+		_, _ = io.Copy(io.Discard, life)
+		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
+	}()
 	gf := os.NewFile(4, "grants")
 	gsBytes, err := io.ReadAll(io.LimitReader(gf, 1<<20+1))
 	gf.Close()
@@ -263,12 +274,8 @@ func poolWarm(e *env, args []string) error {
 func serveHandoff(conn *os.File, cfd int, s *servedExec) {
 	answer := func(line string) { _, _ = conn.Write([]byte(line + "\n")) }
 	decline := func(why string) { answer("decline " + oneLine(why)) }
-	peer, err := checkPeer(cfd, s.ours)
-	if err != nil {
-		decline(err.Error())
-		return
-	}
-	defer peer.close()
+	// The request first (bounded in size and time), so that a caller
+	// that is declined has sent it and reads why.
 	args, environ, files, err := readHandoff(cfd)
 	if err != nil {
 		decline(err.Error())
@@ -279,6 +286,12 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) {
 			f.Close()
 		}
 	}()
+	peer, err := checkPeer(cfd, s.ours)
+	if err != nil {
+		decline(err.Error())
+		return
+	}
+	defer peer.close()
 	if len(args) < 2 || args[1] != "exec" {
 		decline("not an exec command line")
 		return
@@ -341,6 +354,9 @@ func readHandoff(cfd int) (args, env []string, files []*os.File, err error) {
 	head := make([]byte, len(handoff.Magic)+4)
 	oob := make([]byte, unix.CmsgSpace(4*4))
 	n, oobn, _, _, err := unix.Recvmsg(cfd, head, oob, unix.MSG_CMSG_CLOEXEC)
+	if errors.Is(err, unix.EAGAIN) {
+		return nil, nil, nil, fmt.Errorf("no request within %s", firstRequestWait)
+	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("reading the request: %w", err)
 	}

@@ -79,10 +79,14 @@ func try() (code int, note string) {
 	if err != nil {
 		return -1, ""
 	}
-	err = syscall.Sendmsg(fd, req, syscall.UnixRights(0, 1, 2, cwd), nil, 0)
+	err = syscall.Sendmsg(fd, req, syscall.UnixRights(0, 1, 2, cwd), nil, syscall.MSG_NOSIGNAL)
 	syscall.Close(cwd)
 	if err != nil {
-		return -1, "" // the server got nothing it can run
+		// The server got nothing it can run; it may have said why.
+		if line, ok := readLine(fd); ok && hasPrefix(line, "decline ") {
+			return -1, "note: exec: the resident exec server declined (" + line[8:] + "); starting cold"
+		}
+		return -1, ""
 	}
 	started := false
 	for {
