@@ -214,6 +214,7 @@ func poolWarm(e *env, args []string) error {
 	}
 	// The server's going away (even by kill -9) ends this process, and a
 	// run it serves, as a signal to a cold cordon does.
+	unix.CloseOnExec(5) // not the sandbox's
 	go func() {
 		life := os.NewFile(5, "lifeline")
 		_, _ = io.Copy(io.Discard, life)
