@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -520,5 +522,75 @@ func TestHandoffStateDirMatchesExec(t *testing.T) {
 		if !ok || filepath.Clean(got) != want {
 			t.Errorf("%v: handoff %q, exec %q", c, got, want)
 		}
+	}
+}
+
+// TestHandoffClientAgainstFakeServer: the caller's side against a server
+// that misbehaves (a socket of the caller's own, so it is trusted): a
+// connection that ends before "start" ran nothing, and the command runs
+// cold, once; after "start", an end without an exit status, or an answer
+// that is not the protocol, is an error (125) and the command is not run
+// again.
+func TestHandoffClientAgainstFakeServer(t *testing.T) {
+	for _, c := range []struct {
+		name, answer string
+		cold         bool
+		msg          string
+	}{
+		{"ends before start", "", true, "closed the connection before starting the command; starting cold"},
+		{"declines", "decline busy\n", true, "declined (busy); starting cold"},
+		{"ends after start", "start\n", false, "went away before the command finished"},
+		{"not the protocol", "hello\n", false, `answered "hello"`},
+		{"exit status past 255", "start\nexit 300\n", false, `answered "exit 300"`},
+		{"declines after start", "start\ndecline late\n", false, `answered "decline late"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			state := t.TempDir()
+			if err := os.Mkdir(filepath.Join(state, "pool"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			ln, err := net.Listen("unix", filepath.Join(state, "pool", handoff.SocketName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			got := make(chan []byte, 1)
+			go func() {
+				conn, err := ln.Accept()
+				if err != nil {
+					got <- nil
+					return
+				}
+				defer conn.Close()
+				head := make([]byte, len(handoff.Magic)+4)
+				if _, err := io.ReadFull(conn, head); err != nil {
+					got <- nil
+					return
+				}
+				l, _ := handoff.Header(head)
+				body := make([]byte, l)
+				_, _ = io.ReadFull(conn, body)
+				got <- body
+				_, _ = conn.Write([]byte(c.answer))
+			}()
+			ws := t.TempDir()
+			cmd := residentCmd(t, "exec", "--state", state, "--workspace", ".", "--out", "marker", "--", "sh", "-c", "echo ran > marker")
+			cmd.Dir = ws
+			r := runCmd(t, cmd)
+			if body := <-got; body == nil {
+				t.Fatal("the fake server got no request")
+			}
+			_, err = os.Stat(filepath.Join(ws, "marker"))
+			ran := err == nil
+			if !strings.Contains(r.stderr, c.msg) {
+				t.Fatalf("stderr %q does not say %q", r.stderr, c.msg)
+			}
+			if c.cold && (r.code != 0 || !ran) {
+				t.Fatalf("want a cold run: exit %d, marker %v, %s", r.code, ran, r.stderr)
+			}
+			if !c.cold && (r.code != 125 || ran) {
+				t.Fatalf("want exit 125 and no run: exit %d, marker %v, %s", r.code, ran, r.stderr)
+			}
+		})
 	}
 }
