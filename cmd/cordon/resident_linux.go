@@ -297,6 +297,23 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) {
 		decline("not an exec command line")
 		return
 	}
+	// A non-blocking stream would make a cold cordon's writes wait in the
+	// runtime's poller and this process's fail (the caller does not hand
+	// one off).
+	for _, f := range files[:3] {
+		if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
+			decline("a non-blocking standard stream")
+			return
+		}
+	}
+	// A cold cordon whose stdout or stderr reader goes away dies of
+	// SIGPIPE at its next write there (and its sandbox with it); so does
+	// the served run: the caller is told to die of it, and this process
+	// exits at once (the sandbox's init dies with it).
+	brokenPipe := func(n int) {
+		answer("sigpipe " + strconv.Itoa(n))
+		os.Exit(141)
+	}
 	// The caller's working directory, environment and file mode mask.
 	if err := unix.Fchdir(int(files[3].Fd())); err != nil {
 		decline("the working directory: " + err.Error())
@@ -330,9 +347,9 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) {
 	if os.Getenv(phasesEnv) != "" { // the caller's phases: its spawn, then this process's marks ("main" is the hand-off)
 		startPhases()
 	}
-	s.held = &heldWriter{w: files[2]}
+	s.held = &heldWriter{w: &callerStream{f: files[2], n: 2, broken: brokenPipe}}
 	s.start = func() { answer("start") }
-	e := &env{stdin: files[0], stdout: files[1], stderr: s.held, served: s}
+	e := &env{stdin: files[0], stdout: &callerStream{f: files[1], n: 1, broken: brokenPipe}, stderr: s.held, served: s}
 	code := dispatch(e, args[1:])
 	finished.Store(true)
 	if s.declined != "" {
@@ -342,6 +359,24 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) {
 	s.held.release()
 	printPhases(s.held)
 	answer("exit " + strconv.Itoa(code))
+}
+
+// callerStream is the caller's stdout (n 1) or stderr (n 2): a write
+// that finds its reader gone (EPIPE) calls broken, as a write to a cold
+// cordon's own stream raises SIGPIPE.
+type callerStream struct {
+	f      *os.File
+	n      int
+	broken func(n int)
+	once   sync.Once
+}
+
+func (c *callerStream) Write(p []byte) (int, error) {
+	n, err := c.f.Write(p)
+	if errors.Is(err, unix.EPIPE) {
+		c.once.Do(func() { c.broken(c.n) })
+	}
+	return n, err
 }
 
 // readHandoff reads the caller's request: its arguments, environment and

@@ -594,3 +594,47 @@ func TestHandoffClientAgainstFakeServer(t *testing.T) {
 		})
 	}
 }
+
+// TestResidentSigpipe: a served run whose stdout reader goes away ends
+// as a cold one does: the caller dies of SIGPIPE at once (not at the
+// wall-clock limit), and its sandbox with it.
+func TestResidentSigpipe(t *testing.T) {
+	state := t.TempDir()
+	startResident(t, state, 1)
+	journal := filepath.Join(t.TempDir(), "j.jsonl")
+	for _, served := range []bool{true, false} {
+		cmd := residentCmd(t, "exec", "--state", state, "--journal", journal, "--", "sh", "-c", "while :; do echo y; done")
+		if !served {
+			cmd.Env = append(cmd.Env, "CORDON_RESIDENT=off")
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(out, make([]byte, 2)); err != nil {
+			t.Fatal(err)
+		}
+		out.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("served %v: the caller outlived its stdout's reader", served)
+		}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGPIPE {
+			t.Fatalf("served %v: the caller ended %v, not by SIGPIPE", served, cmd.ProcessState)
+		}
+		waitFor(t, 10*time.Second, "the program outlived its caller", func() bool {
+			return len(findProc("sh\x00-c\x00while :; do echo y; done")) == 0
+		})
+	}
+	j, err := os.ReadFile(journal)
+	if err != nil || !bytes.Contains(j, []byte(`"type":"pool.claim"`)) {
+		t.Fatalf("the first run was not served by a warm slot: %v\n%s", err, j)
+	}
+}

@@ -43,9 +43,9 @@ func try() (code int, note string) {
 		return -1, ""
 	}
 	for fd := 0; fd < 3; fd++ {
-		var st syscall.Stat_t
-		if syscall.Fstat(fd, &st) != nil || isTerminal(fd) {
-			return -1, "" // a closed stream, or a terminal: cold (docs/sandbox.md)
+		fl, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
+		if e != 0 || fl&syscall.O_NONBLOCK != 0 || isTerminal(fd) {
+			return -1, "" // a closed or non-blocking stream, or a terminal: cold (docs/sandbox.md)
 		}
 	}
 	dir := state + "/pool"
@@ -105,6 +105,11 @@ func try() (code int, note string) {
 			if n, ok := parseDecimal(line[5:]); ok && n < 256 {
 				return n, ""
 			}
+		case started && (line == "sigpipe 1" || line == "sigpipe 2"):
+			// The served run's stdout or stderr reader went away: die of
+			// SIGPIPE, as a cold cordon does at its next write there.
+			diePipe()
+			return 141, ""
 		case hasPrefix(line, "decline ") && !started:
 			return -1, "note: exec: the resident exec server declined (" + line[8:] + "); starting cold"
 		}
@@ -187,6 +192,15 @@ func readLine(fd int) (string, bool) {
 		n++
 	}
 	return "", false
+}
+
+// diePipe ends this process by SIGPIPE's default action (the runtime's
+// handler would ignore it: a Go program dies of SIGPIPE only on its own
+// stdout or stderr, through the os package).
+func diePipe() {
+	var dfl [4]uintptr // struct sigaction: SIG_DFL, no flags, an empty mask
+	syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(syscall.SIGPIPE), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+	syscall.Kill(syscall.Getpid(), syscall.SIGPIPE)
 }
 
 func isTerminal(fd int) bool {
