@@ -20,11 +20,14 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
 )
 
 func init() {
 	testCommands["rt-landlock"] = rtLandlock
 	testCommands["rt-seccomp"] = rtSeccomp
+	testCommands["rt-gone-caller"] = rtGoneCaller
 }
 
 // rtExecArgs execs os.Args[2] with argv os.Args[3:] (argv[0] first): the
@@ -79,22 +82,38 @@ func rtLandlock() {
 
 // rtSeccomp ("rt-seccomp NR PROG ARGV0 ARG…") installs one seccomp filter
 // that fails system call NR with EPERM and allows every other, and execs
-// PROG. As root it needs no no_new_privs.
+// PROG. NR "peerpidfd" instead fails getsockopt(SOL_SOCKET, SO_PEERPIDFD)
+// with ENOPROTOOPT, as a kernel before 6.5 does (and 6.5 to 6.15 do, with
+// EINVAL, for a peer that has been reaped). As root it needs no
+// no_new_privs.
 func rtSeccomp() {
 	runtime.LockOSThread()
-	nr, err := strconv.Atoi(os.Args[1])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rt-seccomp:", err)
-		os.Exit(120)
+	ld := func(off uint32) unix.SockFilter {
+		return unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: off}
+	}
+	jeq := func(k uint32, jf uint8) unix.SockFilter {
+		return unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: jf, K: k}
+	}
+	ret := func(k uint32) unix.SockFilter { return unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: k} }
+	var filter []unix.SockFilter
+	if os.Args[1] == "peerpidfd" {
+		filter = []unix.SockFilter{
+			ld(0), jeq(unix.SYS_GETSOCKOPT, 5), // seccomp_data.nr
+			ld(24), jeq(unix.SOL_SOCKET, 3), // args[1], the level
+			ld(32), jeq(unix.SO_PEERPIDFD, 1), // args[2], the option
+			ret(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOPROTOOPT)),
+			ret(unix.SECCOMP_RET_ALLOW),
+		}
+	} else {
+		nr, err := strconv.Atoi(os.Args[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rt-seccomp:", err)
+			os.Exit(120)
+		}
+		filter = []unix.SockFilter{ld(0), jeq(uint32(nr), 1), ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)), ret(unix.SECCOMP_RET_ALLOW)}
 	}
 	if os.Geteuid() != 0 {
 		_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-	}
-	filter := []unix.SockFilter{
-		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // seccomp_data.nr
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(nr)},
-		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
-		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); e != 0 {
@@ -413,5 +432,149 @@ func TestRedteamResidentProgramSeesNoWarmDescriptor(t *testing.T) {
 		if n, err := strconv.Atoi(fd); err != nil || n > 3 {
 			t.Fatalf("the served program holds descriptors %v", fds)
 		}
+	}
+}
+
+// rtGoneCaller ("rt-gone-caller SOCK ARG…") is a caller that is gone by
+// the time a warm process reads its request: it connects, sends
+// "cordon ARG…" with its own end of the connection as the standard input
+// (so that the warm process, holding it, never sees the connection end),
+// prints "sent" and exits at once.
+func rtGoneCaller() {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err == nil {
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: os.Args[1]})
+	}
+	if err != nil {
+		fmt.Println("rt-gone-caller:", err)
+		os.Exit(1)
+	}
+	req, _ := handoff.Encode(append([]string{"cordon"}, os.Args[2:]...), os.Environ())
+	cwd, _ := unix.Open(".", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err := unix.Sendmsg(fd, req, unix.UnixRights(fd, 1, 2, cwd), nil, 0); err != nil {
+		fmt.Println("rt-gone-caller:", err)
+		os.Exit(1)
+	}
+	fmt.Println("sent")
+	os.Exit(0)
+}
+
+// TestRedteamResidentGoneCallerPidReused (R9): where SO_PEERPIDFD gives no
+// pidfd (kernels before 6.5; 6.5 to 6.15 for a peer already reaped;
+// simulated here by a seccomp filter on the server), checkPeer falls back
+// to the caller's pid and reads its start time when it checks, not when
+// the caller connected. A caller that is gone, its request still waiting
+// (R4: the warm process is busy), whose pid a new process of the same
+// context has taken, is checked against that process and served: a run
+// for a caller that no longer exists, and checked against another
+// process's context (a confined caller whose pid an unconfined process
+// reuses escapes its confinement).
+func TestRedteamResidentGoneCallerPidReused(t *testing.T) {
+	goneCallerPidReused(t, true)
+}
+
+// TestRedteamResidentGoneCallerPidfd (holds): the same attack where the
+// kernel gives a pidfd for the reaped caller (6.16 and later): the pidfd
+// no longer signals, and the request is declined.
+func TestRedteamResidentGoneCallerPidfd(t *testing.T) {
+	goneCallerPidReused(t, false)
+}
+
+func goneCallerPidReused(t *testing.T, noPeerPidfd bool) {
+	if os.Geteuid() != 0 {
+		t.Skip("reusing a pid on purpose (ns_last_pid) needs root")
+	}
+	exe, _ := os.Executable()
+	// command is ARGV0 ARG… run from this test binary, under the
+	// simulation's filter when there is one.
+	command := func(prog, argv0 string, args ...string) *exec.Cmd {
+		if !noPeerPidfd {
+			cmd := exec.Command(prog, args...)
+			cmd.Args[0] = argv0
+			cmd.Env = residentCmd(t).Env
+			return cmd
+		}
+		cmd := exec.Command(exe, append([]string{"peerpidfd", prog, argv0}, args...)...)
+		cmd.Args[0] = "rt-seccomp"
+		cmd.Env = residentCmd(t).Env
+		return cmd
+	}
+	state := t.TempDir()
+	if noPeerPidfd {
+		startResidentUnder(t, state, 1, "rt-seccomp", "peerpidfd")
+	} else {
+		startResident(t, state, 1)
+	}
+	// The only warm process busy with a long run.
+	long := command(exe, "cordon", "exec", "--state", state, "--", "sleep", "64.5678")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = long.Process.Kill()
+		_ = long.Wait()
+	})
+	waitFor(t, 15*time.Second, "the long run never started", func() bool { return len(findProc("sleep\x0064.5678")) > 0 })
+	if !ancestorWarm(findProc("sleep\x0064.5678")[0]) {
+		t.Fatal("the long run is not served by a warm process")
+	}
+	// The caller: its request waits in the backlog; it is gone.
+	dir := t.TempDir()
+	journal := filepath.Join(dir, "j.jsonl")
+	gone := command(exe, "rt-gone-caller", filepath.Join(state, "pool", handoff.SocketName), "exec", "--state", state, "--journal", journal, "--", "true")
+	gone.Dir = dir
+	// Its output is a file: the descriptors it sends stay open, in flight.
+	outFile, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	gone.Stdout, gone.Stderr = outFile, outFile
+	err = gone.Run()
+	if out, _ := os.ReadFile(outFile.Name()); err != nil || string(out) != "sent\n" {
+		t.Fatalf("the caller: %v %s", err, out)
+	}
+	pid := gone.Process.Pid
+	t.Logf("the caller (pid %d) sent its request and exited", pid)
+	// A process of the same context takes its pid.
+	var reuser *exec.Cmd
+	for try := 0; try < 2000 && reuser == nil; try++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0o644); err != nil {
+			t.Fatalf("ns_last_pid: %v", err)
+		}
+		c := command("/bin/sleep", "sleep", "60")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Process.Pid == pid {
+			reuser = c
+			break
+		}
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	if reuser == nil {
+		t.Fatalf("could not start a process with pid %d", pid)
+	}
+	t.Cleanup(func() {
+		_ = reuser.Process.Kill()
+		_ = reuser.Wait()
+	})
+	waitFor(t, 5*time.Second, "the reusing process did not exec", func() bool {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		return strings.HasPrefix(string(b), "sleep\x0060")
+	})
+	t.Logf("pid %d reused by a sleep of the same context", pid)
+	// The warm process is freed; its successor takes the waiting request
+	// (the backlog is first come, first served), and the next successor
+	// serves a new caller.
+	_ = long.Process.Kill()
+	_ = long.Wait()
+	waitFor(t, 30*time.Second, "no warm process served after the gone caller's request", func() bool {
+		out, _ := command(exe, "cordon", "exec", "--stats", "--state", state, "--", "true").CombinedOutput()
+		return strings.Contains(string(out), servedLine)
+	})
+	if b, err := os.ReadFile(journal); err == nil {
+		t.Fatalf("a gone caller's request was served, checked against the process that reused its pid %d; its journal:\n%.300s", pid, b)
 	}
 }
