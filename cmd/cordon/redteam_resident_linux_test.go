@@ -578,3 +578,173 @@ func goneCallerPidReused(t *testing.T, noPeerPidfd bool) {
 		t.Fatalf("a gone caller's request was served, checked against the process that reused its pid %d; its journal:\n%.300s", pid, b)
 	}
 }
+
+func init() { testCommands["rt-flip"] = rtFlip }
+
+// rtFlip ("rt-flip DIR") swaps DIR/st between the symlinks DIR/a and DIR/b
+// (rename over it, each time a fresh copy) until killed: the owner of a
+// directory above a state directory racing the hand-off's checks.
+func rtFlip() {
+	dir := os.Args[1]
+	targets := [2]string{}
+	for i, n := range []string{"a", "b"} {
+		t, err := os.Readlink(filepath.Join(dir, n))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rt-flip:", err)
+			os.Exit(120)
+		}
+		targets[i] = t
+	}
+	tmp := filepath.Join(dir, "st.tmp")
+	for i := 0; ; i++ {
+		_ = os.Remove(tmp)
+		if err := os.Symlink(targets[i%2], tmp); err != nil {
+			fmt.Fprintln(os.Stderr, "rt-flip:", err)
+			os.Exit(120)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "st")); err != nil {
+			fmt.Fprintln(os.Stderr, "rt-flip:", err)
+			os.Exit(120)
+		}
+	}
+}
+
+// rtListen listens on path (as this process, root in the test) and hands
+// each connection's first bytes to got; answer, if not empty, is written
+// back first.
+func rtListen(t *testing.T, path, answer string, got func([]byte)) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		t.Fatal(err)
+	}
+	ln := os.NewFile(uintptr(fd), path)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			cfd, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+			if err != nil {
+				return
+			}
+			go func() {
+				defer unix.Close(cfd)
+				buf := make([]byte, 64<<10)
+				oob := make([]byte, unix.CmsgSpace(4*4))
+				n, oobn, _, _, _ := unix.Recvmsg(cfd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+				if oobn > 0 { // close what was passed
+					if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+						for _, m := range msgs {
+							fds, _ := unix.ParseUnixRights(&m)
+							for _, f := range fds {
+								unix.Close(f)
+							}
+						}
+					}
+				}
+				if n > 0 {
+					got(buf[:n])
+				}
+				if answer != "" {
+					_, _ = unix.Write(cfd, []byte(answer))
+				}
+			}()
+		}
+	}()
+}
+
+// TestRedteamResidentClientPathSwap (R10): the hand-off checks the pool
+// directory and the socket by path (lstat), then connects by path again,
+// and trusts any listener of its uid. Whoever owns a directory above the
+// state directory can swap it between the checks and the connect, and
+// send a root caller's request — its command line, its whole environment
+// (keys, tokens) and its standard streams — to another root daemon's
+// socket. Here uid 1001 owns the directory holding the state directory's
+// name, and flips it between root's real state directory (served by a
+// listener that answers "exit 0") and its own, whose pool/exec.sock is a
+// symlink to a root daemon's socket.
+func TestRedteamResidentClientPathSwap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the attacker runs as another uid")
+	}
+	base, err := os.MkdirTemp("", "cordon-rt-swap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Root's: its real state directory (served), and a daemon's socket.
+	real := filepath.Join(base, "real")
+	if err := os.MkdirAll(filepath.Join(real, "pool"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rtListen(t, filepath.Join(real, "pool", handoff.SocketName), "exit 0\n", func([]byte) {})
+	daemonDir := filepath.Join(base, "daemon")
+	if err := os.Mkdir(daemonDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	leaked := make(chan string, 1)
+	rtListen(t, filepath.Join(daemonDir, "d.sock"), "", func(b []byte) {
+		if i := strings.Index(string(b), "RT_SECRET="); i >= 0 {
+			select {
+			case leaked <- string(b[i:min(len(b), i+40)]):
+			default:
+			}
+		}
+	})
+	// The attacker's (uid 1001): the directory the state directory's name
+	// is in, and a pool directory whose socket names the daemon's.
+	att := filepath.Join(base, "att")
+	evilPool := filepath.Join(att, "evil", "pool")
+	if err := os.MkdirAll(evilPool, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range [][2]string{{filepath.Join(daemonDir, "d.sock"), filepath.Join(evilPool, handoff.SocketName)}, {real, filepath.Join(att, "a")}, {filepath.Join(att, "evil"), filepath.Join(att, "b")}} {
+		if err := os.Symlink(l[0], l[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := filepath.Walk(att, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 1001, 1001) }); err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	flip := exec.Command(exe, att)
+	flip.Args[0] = "rt-flip"
+	flip.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
+	var flipErr strings.Builder
+	flip.Stderr = &flipErr
+	if err := flip.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = flip.Process.Kill()
+		_ = flip.Wait()
+	})
+	// Root runs cordon exec on that state directory, again and again (an
+	// agent's commands); cold, its --grants fails at once.
+	state := filepath.Join(att, "st")
+	deadline := time.Now().Add(40 * time.Second)
+	runs := 0
+	for time.Now().Before(deadline) {
+		cmd := residentCmd(t, "exec", "--state", state, "--grants", "/nonexistent", "--", "true")
+		cmd.Env = append(cmd.Env, "RT_SECRET=root-token-0123456789")
+		_ = cmd.Run()
+		runs++
+		select {
+		case got := <-leaked:
+			t.Fatalf("after %d runs, root's request reached another root daemon's socket through the state directory's parent: %q", runs, got)
+		default:
+		}
+	}
+	if flipErr.Len() > 0 {
+		t.Fatalf("the attacker's flips failed: %s", flipErr.String())
+	}
+	t.Logf("%d runs, no request reached the daemon", runs)
+}
