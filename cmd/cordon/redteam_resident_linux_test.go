@@ -207,7 +207,8 @@ func TestRedteamResidentTracedCaller(t *testing.T) {
 
 // startResidentUnder is startResident with the server run under the
 // wrapper helper (and its argument), and readiness probed by callers
-// under the same wrapper.
+// under the same wrapper; since the fixes of R3 and R9 such a server
+// serves no one, so it is ready when a warm process takes a connection.
 func startResidentUnder(t *testing.T, state string, n int, helper, warg string) {
 	t.Helper()
 	srv := rtWrapped(t, helper, warg, "pool", "serve", "--state", state, "--size", "1", "--exec", strconv.Itoa(n))
@@ -226,11 +227,9 @@ func startResidentUnder(t *testing.T, state string, n int, helper, warg string) 
 			_ = srv.Process.Kill()
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _ := rtWrapped(t, helper, warg, "exec", "--stats", "--state", state, "--", "true").CombinedOutput()
-		if strings.Contains(string(out), servedLine) {
-			return
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(state, "pool", handoff.SocketName)); err == nil {
+			break
 		}
 		select {
 		case err := <-exited:
@@ -238,10 +237,10 @@ func startResidentUnder(t *testing.T, state string, n int, helper, warg string) 
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no warm process served after 30 s: last exec: %s; server: %s", out, log.String())
+			t.Fatalf("no socket after 30 s: %s", log.String())
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	waitWarm(t, state)
 }
 
 // TestRedteamResidentSeccompFilterIdentity (R3): a server that itself runs
@@ -452,7 +451,9 @@ func rtGoneCaller() {
 		fmt.Println("rt-gone-caller:", err)
 		os.Exit(1)
 	}
-	req, _ := handoff.Encode(append([]string{"cordon"}, os.Args[2:]...), os.Environ())
+	// It cannot wait for a "ready" (the only warm process is busy), so it
+	// cannot know the nonce of the one that will take its request.
+	req, _ := handoff.Encode(strings.Repeat("0", handoff.NonceLen), append([]string{"cordon"}, os.Args[2:]...), os.Environ())
 	cwd, _ := unix.Open(".", unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err := unix.Sendmsg(fd, req, unix.UnixRights(fd, 1, 2, cwd), nil, 0); err != nil {
 		fmt.Println("rt-gone-caller:", err)
@@ -504,10 +505,16 @@ func goneCallerPidReused(t *testing.T, noPeerPidfd bool) {
 	}
 	state := t.TempDir()
 	if noPeerPidfd {
+		// Fixed (R9): without a pidfd of the caller, a warm process
+		// serves no one; the attack has nothing to ride on.
 		startResidentUnder(t, state, 1, "rt-seccomp", "peerpidfd")
-	} else {
-		startResident(t, state, 1)
+		r := runCmd(t, command(exe, "cordon", "exec", "--stats", "--state", state, "--", "true"))
+		if strings.Contains(r.stderr, servedLine) || !strings.Contains(r.stderr, "no pidfd of the caller") {
+			t.Fatalf("a server without the caller's pidfd: exit %d, %s", r.code, r.stderr)
+		}
+		return
 	}
+	startResident(t, state, 1)
 	// The only warm process busy with a long run.
 	long := command(exe, "cordon", "exec", "--state", state, "--", "sleep", "64.5678")
 	if err := long.Start(); err != nil {
@@ -717,8 +724,20 @@ func TestRedteamResidentClientPathSwap(t *testing.T) {
 	if err := filepath.Walk(att, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 1001, 1001) }); err != nil {
 		t.Fatal(err)
 	}
+	// This test binary, where uid 1001 can run it.
 	exe, _ := os.Executable()
-	flip := exec.Command(exe, att)
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(base, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "rt"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	flip := exec.Command(filepath.Join(bin, "rt"), att)
 	flip.Args[0] = "rt-flip"
 	flip.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
 	var flipErr strings.Builder

@@ -14,6 +14,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +50,7 @@ type servedExec struct {
 	state string            // the state directory this server serves
 	slot  *pool.Pool        // the warm slot, one; nil: none was prepared
 	ours  map[string]string // this process's context (residentContext)
+	nonce string            // what a caller must have read in this process's environ
 	held  *heldWriter
 	start func() // tells the caller the run starts here
 	// declined is set when the caller's command line names another state
@@ -154,7 +159,14 @@ func (rc *residentChildren) one(ctx context.Context) error {
 	// /proc/self/exe: this very binary, even if the file was replaced.
 	cmd := exec.Command("/proc/self/exe", args...)
 	cmd.Args[0] = "cordon"
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "CORDON_RESIDENT=" + handoff.Off}
+	// The nonce a caller must read in the warm process's /proc/PID/environ
+	// (docs/sandbox.md, "Resident exec server").
+	var nb [handoff.NonceLen / 2]byte
+	if _, err := rand.Read(nb[:]); err != nil {
+		gw.Close()
+		return err
+	}
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "CORDON_RESIDENT=" + handoff.Off, handoff.NonceEnv + "=" + hex.EncodeToString(nb[:])}
 	cmd.Stdout = nil
 	cmd.Stderr = rc.stderr
 	// 3: the listener, 4: the grant set, 5: the lifeline (a warm process
@@ -220,6 +232,11 @@ func poolWarm(e *env, args []string) error {
 		_, _ = io.Copy(io.Discard, life)
 		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
 	}()
+	nonce := os.Getenv(handoff.NonceEnv)
+	if !handoff.ValidNonce(nonce) {
+		return refuse(errors.New("no nonce from the server"))
+	}
+	_ = os.Unsetenv(handoff.NonceEnv) // not a served run's (its initial copy stays in /proc/PID/environ, where callers read it)
 	gf := os.NewFile(4, "grants")
 	gsBytes, err := io.ReadAll(io.LimitReader(gf, 1<<20+1))
 	gf.Close()
@@ -260,42 +277,69 @@ func poolWarm(e *env, args []string) error {
 			break
 		}
 	}
-	cfd, _, err := unix.Accept4(3, unix.SOCK_CLOEXEC)
-	unix.Close(3)
-	if err != nil {
-		return refuse(fmt.Errorf("accepting: %w", err))
+	// Connections are taken until one is served: one that ends, or is
+	// declined, before anything of this process changed leaves it
+	// waiting for the next.
+	for {
+		cfd, _, err := unix.Accept4(3, unix.SOCK_CLOEXEC)
+		if err != nil {
+			unix.Close(3)
+			return refuse(fmt.Errorf("accepting: %w", err))
+		}
+		conn := os.NewFile(uintptr(cfd), "caller")
+		served := serveHandoff(conn, cfd, &servedExec{state: state, slot: p, ours: ours, nonce: nonce})
+		conn.Close()
+		if served {
+			unix.Close(3)
+			return nil
+		}
 	}
-	conn := os.NewFile(uintptr(cfd), "caller")
-	defer conn.Close()
-	serveHandoff(conn, cfd, &servedExec{state: state, slot: p, ours: ours})
-	return nil
 }
 
-// serveHandoff serves one caller on conn (descriptor cfd).
-func serveHandoff(conn *os.File, cfd int, s *servedExec) {
+// serveHandoff serves one caller on conn (descriptor cfd); it reports
+// whether it changed this process (its working directory, environment,
+// streams), after which the process serves no other.
+func serveHandoff(conn *os.File, cfd int, s *servedExec) (served bool) {
 	answer := func(line string) { _, _ = conn.Write([]byte(line + "\n")) }
 	decline := func(why string) { answer("decline " + oneLine(why)) }
-	// The request first (bounded in size and time), so that a caller
-	// that is declined has sent it and reads why.
-	args, environ, files, err := readHandoff(cfd)
+	answer("ready " + strconv.Itoa(os.Getpid()))
+	// The request (bounded in size and time), then the checks, so that a
+	// caller that is declined has sent it and reads why.
+	nonce, args, environ, files, err := readHandoff(cfd)
 	if err != nil {
 		decline(err.Error())
-		return
+		return false
 	}
 	defer func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}()
+	if subtle.ConstantTimeCompare([]byte(nonce), []byte(s.nonce)) != 1 {
+		// Only a process that may ptrace-read this one can read it.
+		decline("the request does not carry this warm process's nonce (/proc/PID/environ)")
+		return false
+	}
 	peer, err := checkPeer(cfd, s.ours)
 	if err != nil {
 		decline(err.Error())
-		return
+		return false
 	}
 	defer peer.close()
 	if len(args) < 2 || args[1] != "exec" {
 		decline("not an exec command line")
-		return
+		return false
+	}
+	if _, ok := handoff.StateFlag(args[2:]); !ok {
+		decline("a command line the hand-off does not take (an unknown flag, or a path that may name the process's own files)")
+		return false
+	}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if slices.Contains(handoff.ProcessFileEnv, k) && handoff.NamesProcessFile(v) {
+			decline("$" + k + " may name the process's own files")
+			return false
+		}
 	}
 	// A non-blocking stream would make a cold cordon's writes wait in the
 	// runtime's poller and this process's fail (the caller does not hand
@@ -303,7 +347,7 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) {
 	for _, f := range files[:3] {
 		if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
 			decline("a non-blocking standard stream")
-			return
+			return false
 		}
 	}
 	// A cold cordon whose stdout or stderr reader goes away dies of
@@ -314,10 +358,19 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) {
 		answer("sigpipe " + strconv.Itoa(n))
 		os.Exit(141)
 	}
-	// The caller's working directory, environment and file mode mask.
+	// The caller's working directory, environment, file mode mask and
+	// standard descriptors (/dev/stdin and /proc/self/fd/0-2 are the
+	// caller's, as in a cold cordon).
+	served = true
 	if err := unix.Fchdir(int(files[3].Fd())); err != nil {
 		decline("the working directory: " + err.Error())
-		return
+		return served
+	}
+	for i, f := range files[:3] {
+		if err := unix.Dup3(int(f.Fd()), i, 0); err != nil {
+			decline("the standard descriptors: " + err.Error())
+			return served
+		}
 	}
 	os.Clearenv()
 	for _, kv := range environ { // the first of a name wins, as the runtime reads it
@@ -332,7 +385,7 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) {
 	// now that its /proc files have been read.
 	if err := peer.alive(); err != nil {
 		decline(err.Error())
-		return
+		return served
 	}
 	// The caller's going away ends the run, as a signal to a cold cordon
 	// does: the run is killed, its journal ended.
@@ -354,11 +407,12 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) {
 	finished.Store(true)
 	if s.declined != "" {
 		decline(s.declined)
-		return
+		return served
 	}
 	s.held.release()
 	printPhases(s.held)
 	answer("exit " + strconv.Itoa(code))
+	return served
 }
 
 // callerStream is the caller's stdout (n 1) or stderr (n 2): a write
@@ -382,30 +436,52 @@ func (c *callerStream) Write(p []byte) (int, error) {
 // readHandoff reads the caller's request: its arguments, environment and
 // four descriptors (stdin, stdout, stderr, working directory), within
 // firstRequestWait.
-func readHandoff(cfd int) (args, env []string, files []*os.File, err error) {
-	tv := unix.NsecToTimeval(int64(firstRequestWait))
-	if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return nil, nil, nil, err
+func readHandoff(cfd int) (nonce string, args, env []string, files []*os.File, err error) {
+	// Each read waits at most what is left of firstRequestWait: a
+	// socket's receive timeout is not restarted after a signal (the
+	// runtime's preemption), so EINTR is retried here.
+	deadline := time.Now().Add(firstRequestWait)
+	timed := func(read func() error) error {
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return unix.EAGAIN
+			}
+			tv := unix.NsecToTimeval(int64(left))
+			if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+				return err
+			}
+			if err := read(); !errors.Is(err, unix.EINTR) {
+				return err
+			}
+		}
 	}
 	head := make([]byte, len(handoff.Magic)+4)
 	oob := make([]byte, unix.CmsgSpace(4*4))
-	n, oobn, _, _, err := unix.Recvmsg(cfd, head, oob, unix.MSG_CMSG_CLOEXEC)
+	var n, oobn int
+	err = timed(func() (err error) {
+		n, oobn, _, _, err = unix.Recvmsg(cfd, head, oob, unix.MSG_CMSG_CLOEXEC)
+		return err
+	})
 	if errors.Is(err, unix.EAGAIN) {
-		return nil, nil, nil, fmt.Errorf("no request within %s", firstRequestWait)
+		return "", nil, nil, nil, fmt.Errorf("no request within %s", firstRequestWait)
 	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reading the request: %w", err)
+		return "", nil, nil, nil, fmt.Errorf("reading the request: %w", err)
+	}
+	if n == 0 {
+		return "", nil, nil, nil, errors.New("the caller went away")
 	}
 	var fds []int
 	if oobn > 0 {
 		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 		if err != nil {
-			return nil, nil, nil, err
+			return "", nil, nil, nil, err
 		}
 		for _, m := range msgs {
 			got, err := unix.ParseUnixRights(&m)
 			if err != nil {
-				return nil, nil, nil, err
+				return "", nil, nil, nil, err
 			}
 			fds = append(fds, got...)
 		}
@@ -413,11 +489,11 @@ func readHandoff(cfd int) (args, env []string, files []*os.File, err error) {
 	for i, fd := range fds {
 		files = append(files, os.NewFile(uintptr(fd), [...]string{"stdin", "stdout", "stderr", "cwd"}[min(i, 3)]))
 	}
-	fail := func(msg string) ([]string, []string, []*os.File, error) {
+	fail := func(msg string) (string, []string, []string, []*os.File, error) {
 		for _, f := range files {
 			f.Close()
 		}
-		return nil, nil, nil, errors.New(msg)
+		return "", nil, nil, nil, errors.New(msg)
 	}
 	if len(files) != 4 {
 		return fail(fmt.Sprintf("a request with %d descriptors, want 4", len(files)))
@@ -427,7 +503,8 @@ func readHandoff(cfd int) (args, env []string, files []*os.File, err error) {
 		return fail("the working directory is not a directory")
 	}
 	for n < len(head) {
-		m, err := unix.Read(cfd, head[n:])
+		var m int
+		err := timed(func() (err error) { m, err = unix.Read(cfd, head[n:]); return err })
 		if err != nil || m == 0 {
 			return fail("a short request")
 		}
@@ -439,49 +516,38 @@ func readHandoff(cfd int) (args, env []string, files []*os.File, err error) {
 	}
 	body := make([]byte, l)
 	for got := 0; got < l; {
-		m, err := unix.Read(cfd, body[got:])
+		var m int
+		err := timed(func() (err error) { m, err = unix.Read(cfd, body[got:]); return err })
 		if err != nil || m == 0 {
 			return fail("a short request")
 		}
 		got += m
 	}
-	args, env, ok = handoff.Decode(body)
+	nonce, args, env, ok = handoff.Decode(body)
 	if !ok {
 		return fail("a malformed request")
 	}
-	tv = unix.Timeval{}
+	tv := unix.Timeval{}
 	if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		return fail(err.Error())
 	}
-	return args, env, files, nil
+	return nonce, args, env, files, nil
 }
 
-// peer is the caller: its pid, a pidfd that pins it (where the kernel
-// gives one), and the file mode mask its files are made with.
+// peer is the caller: its pid, a pidfd that pins it, and the file mode
+// mask its files are made with.
 type peer struct {
 	pid   int
-	pidfd int // -1: none
-	start string
+	pidfd int
 	umask int
 }
 
-func (p *peer) close() {
-	if p.pidfd >= 0 {
-		unix.Close(p.pidfd)
-	}
-}
+func (p *peer) close() { unix.Close(p.pidfd) }
 
 // alive reports whether the caller is still the process that connected:
-// its pidfd can be signalled (so its pid was not reused), or, without
-// one, its start time is unchanged.
+// its pidfd can be signalled, so its pid was not reused.
 func (p *peer) alive() error {
-	if p.pidfd >= 0 {
-		if err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0); err != nil {
-			return errors.New("the caller went away")
-		}
-		return nil
-	}
-	if st, err := procStart(p.pid); err != nil || st != p.start {
+	if err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0); err != nil {
 		return errors.New("the caller went away")
 	}
 	return nil
@@ -500,12 +566,14 @@ func checkPeer(cfd int, ours map[string]string) (*peer, error) {
 	if int(cred.Uid) != os.Geteuid() || int(cred.Gid) != os.Getegid() {
 		return nil, fmt.Errorf("the caller runs as uid %d gid %d, this server as uid %d gid %d", cred.Uid, cred.Gid, os.Geteuid(), os.Getegid())
 	}
-	p := &peer{pid: int(cred.Pid), pidfd: -1}
-	if fd, err := unix.GetsockoptInt(cfd, unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
-		p.pidfd = fd
-	} else if p.start, err = procStart(p.pid); err != nil {
-		return nil, fmt.Errorf("the caller's process: %v", err)
+	// The caller's pidfd (Linux 6.5): without one, a caller that is gone
+	// could have its pid taken by another process before it is read, and
+	// be checked as that process.
+	fd, err := unix.GetsockoptInt(cfd, unix.SOL_SOCKET, unix.SO_PEERPIDFD)
+	if err != nil {
+		return nil, fmt.Errorf("no pidfd of the caller (SO_PEERPIDFD: %v; Linux 6.5 or later gives one)", err)
 	}
+	p := &peer{pid: int(cred.Pid), pidfd: fd}
 	fail := func(err error) (*peer, error) {
 		p.close()
 		return nil, err
@@ -513,6 +581,15 @@ func checkPeer(cfd int, ours map[string]string) (*peer, error) {
 	theirs, err := residentContext(strconv.Itoa(p.pid))
 	if err != nil {
 		return fail(fmt.Errorf("the caller's process: %v", err))
+	}
+	// What cannot be compared is not served: a tracer (which would not
+	// see the served run), and a seccomp filter (only their number
+	// shows).
+	if theirs["TracerPid"] != "0" {
+		return fail(fmt.Errorf("the caller is traced (pid %s)", theirs["TracerPid"]))
+	}
+	if theirs["Seccomp"] != "0" || ours["Seccomp"] != "0" {
+		return fail(errors.New("a seccomp filter (which of them cannot be compared): the caller's or the server's"))
 	}
 	for _, k := range residentKeys {
 		if theirs[k] != ours[k] {
@@ -533,13 +610,16 @@ func checkPeer(cfd int, ours map[string]string) (*peer, error) {
 // residentKeys are what must be equal between the caller and the warm
 // process: the credentials and confinement in /proc/PID/status, every
 // namespace, the root directory, the cgroups (a run's cgroup is made
-// under its cordon's own), the resource limits, the scheduling priority
-// and CPU and memory-node sets, the LSM label and the personality.
+// under its cordon's own), the resource limits, the scheduling policy,
+// real-time priority and nice value, the CPU and memory-node sets, the
+// OOM score adjustment, the audit login and session, the LSM label and
+// the personality.
 var residentKeys = []string{
-	"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Seccomp_filters",
+	"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Seccomp_filters", "TracerPid",
 	"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Cpus_allowed_list", "Mems_allowed_list",
 	"ns/cgroup", "ns/ipc", "ns/mnt", "ns/net", "ns/pid", "ns/time", "ns/user", "ns/uts",
-	"root", "cgroup", "limits", "nice", "attr/current", "personality",
+	"root", "cgroup", "limits", "nice", "policy", "rt_priority", "oom_score_adj", "loginuid", "sessionid",
+	"attr/current", "personality",
 }
 
 // residentContext reads what residentKeys name for /proc/WHO, and the
@@ -557,7 +637,7 @@ func residentContext(who string) (map[string]string, error) {
 			m[k] = strings.Join(strings.Fields(v), " ")
 		}
 	}
-	for _, k := range []string{"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Umask"} {
+	for _, k := range []string{"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "TracerPid", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Umask"} {
 		if _, ok := m[k]; !ok {
 			return nil, fmt.Errorf("%s/status has no %s line", dir, k)
 		}
@@ -574,7 +654,7 @@ func residentContext(who string) (map[string]string, error) {
 		return nil, err
 	}
 	m["root"] = fmt.Sprintf("%d:%d", st.Dev, st.Ino)
-	for _, f := range []string{"cgroup", "limits", "attr/current", "personality"} {
+	for _, f := range []string{"cgroup", "limits", "attr/current", "personality", "oom_score_adj", "loginuid", "sessionid"} {
 		b, err := os.ReadFile(dir + "/" + f)
 		if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.EINVAL) {
 			return nil, err
@@ -586,6 +666,11 @@ func residentContext(who string) (map[string]string, error) {
 		return nil, err
 	}
 	m["nice"] = strconv.Itoa(prio)
+	stat, err := procStat(dir)
+	if err != nil {
+		return nil, err
+	}
+	m["rt_priority"], m["policy"] = stat[40-3], stat[41-3] // fields 40 and 41; the list starts at field 3
 	return m, nil
 }
 
@@ -597,21 +682,21 @@ func pidOf(who string) int {
 	return n
 }
 
-// procStart is a process's start time (/proc/PID/stat, field 22).
-func procStart(pid int) (string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// procStat is /proc/PID/stat's fields from the third (the state) on.
+func procStat(dir string) ([]string, error) {
+	b, err := os.ReadFile(dir + "/stat")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return "", errors.New("unreadable stat")
+		return nil, errors.New(dir + "/stat: unreadable")
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return "", errors.New("unreadable stat")
+	if len(f) < 39 {
+		return nil, errors.New(dir + "/stat: unreadable")
 	}
-	return f[19], nil
+	return f, nil
 }
 
 // listenResident listens on the state directory's resident exec socket,

@@ -61,6 +61,7 @@ func startResident(t *testing.T, state string, n int) *exec.Cmd {
 	for {
 		out, _ := residentCmd(t, "exec", "--stats", "--state", state, "--", "true").CombinedOutput()
 		if strings.Contains(string(out), "served by a warm process") && strings.Contains(string(out), "cordon: pool: slot") {
+			waitWarm(t, state)
 			return srv
 		}
 		select {
@@ -72,6 +73,32 @@ func startResident(t *testing.T, state string, n int) *exec.Cmd {
 			t.Fatalf("no warm slot served after 30 s: last exec: %s; server: %s", out, log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitWarm waits until a warm process of the server on state takes a
+// connection ("ready"): a caller then is served, not sent cold by
+// handoff.ReadyWait. The probe's connection ends before any request, and
+// the warm process goes on waiting.
+func waitWarm(t *testing.T, state string) {
+	t.Helper()
+	sock := filepath.Join(state, "pool", handoff.SocketName)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("unix", sock, time.Second)
+		if err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			b := make([]byte, 6)
+			n, _ := io.ReadFull(c, b)
+			c.Close()
+			if n == 6 && string(b) == "ready " {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm process ready on %s after 30 s (%v)", sock, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -134,6 +161,7 @@ func TestResidentServes(t *testing.T) {
 
 	// Another grant set: served, cold, in the warm process, with the
 	// caller's environment where the grant set names it.
+	waitWarm(t, state)
 	gf := filepath.Join(dir, "g.json")
 	if err := os.WriteFile(gf, []byte(`{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,"env":["GREETING"],"exec":{"allow":[{"name":"sh"}]}}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -152,6 +180,7 @@ func TestResidentServes(t *testing.T) {
 		t.Fatalf("CORDON_RESIDENT=off: exit %d, %s", r.code, r.stderr)
 	}
 	// A usage error is served as it is cold: the same message and status.
+	waitWarm(t, state)
 	r = runCmd(t, residentCmd(t, "exec", "--state", state, "--stats"))
 	if r.code != 2 || !strings.Contains(r.stderr, "exec: no program given") {
 		t.Fatalf("usage error: exit %d, %s", r.code, r.stderr)
@@ -179,6 +208,7 @@ func TestResidentDeclinesOtherContexts(t *testing.T) {
 		if err := os.Symlink(exe, link); err != nil {
 			t.Fatal(err)
 		}
+		waitWarm(t, state)
 		args := append(append([]string{}, wrap...), link, "exec", "--stats", "--state", state, "--", "sh", "-c", "echo ran")
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = residentCmd(t).Env
@@ -324,14 +354,19 @@ func TestPoolWarmByHand(t *testing.T) {
 	}
 }
 
-func init() { testCommands["handoff-probe"] = handoffProbe }
+func init() {
+	testCommands["handoff-probe"] = handoffProbe
+	testCommands["handoff-idle"] = func() { time.Sleep(time.Minute) }
+}
 
 // handoffProbe is a hostile caller of the same uid (this test binary run
-// as "handoff-probe SOCK MODE [ARG…]"): it connects to SOCK, sends a
-// request as MODE says, and prints what the server answers before it
-// closes. MODE: "three" (args, three descriptors), "cwdfile" (args, a
-// file as the working directory), "raw" (bytes that are not the
-// protocol), "ok" (args, the four descriptors), "silent" (nothing).
+// as "handoff-probe SOCK MODE [ARG…]"): it connects to SOCK, reads the
+// warm process's "ready PID" and its nonce as the hand-off does, sends a
+// request as MODE says, and prints what the server answers after
+// "ready" before it closes. MODE: "three" (args, three descriptors),
+// "cwdfile" (args, a file as the working directory), "raw" (bytes that
+// are not the protocol), "ok" (args, the four descriptors), "badnonce"
+// (args with another nonce), "silent" (nothing).
 func handoffProbe() {
 	sock, mode, args := os.Args[1], os.Args[2], os.Args[3:]
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -342,7 +377,32 @@ func handoffProbe() {
 		fmt.Println("probe:", err)
 		os.Exit(1)
 	}
-	req, _ := handoff.Encode(append([]string{"cordon"}, args...), []string{"PATH=/usr/bin:/bin"})
+	tv := unix.NsecToTimeval(int64(20 * time.Second))
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	var line []byte
+	for b := make([]byte, 1); ; {
+		if n, err := unix.Read(fd, b); n != 1 || err != nil {
+			fmt.Printf("probe: no ready line: %q %v\n", line, err)
+			os.Exit(1)
+		}
+		if b[0] == '\n' {
+			break
+		}
+		line = append(line, b[0])
+	}
+	nonce := strings.Repeat("0", handoff.NonceLen)
+	if pid, ok := strings.CutPrefix(string(line), "ready "); ok {
+		env, _ := os.ReadFile("/proc/" + pid + "/environ")
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, handoff.NonceEnv+"="); ok {
+				nonce = v
+			}
+		}
+	}
+	if mode == "badnonce" {
+		nonce = strings.Repeat("a", handoff.NonceLen)
+	}
+	req, _ := handoff.Encode(nonce, append([]string{"cordon"}, args...), []string{"PATH=/usr/bin:/bin"})
 	cwd, _ := unix.Open(".", unix.O_PATH|unix.O_DIRECTORY, 0)
 	devnull, _ := unix.Open(os.DevNull, unix.O_RDWR, 0)
 	fds := []int{0, 1, 2, cwd}
@@ -360,8 +420,6 @@ func handoffProbe() {
 			os.Exit(1)
 		}
 	}
-	tv := unix.NsecToTimeval(int64(20 * time.Second))
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	buf := make([]byte, 4096)
 	for {
 		n, err := unix.Read(fd, buf)
@@ -402,7 +460,10 @@ func TestResidentHostileRequests(t *testing.T) {
 		"not exec":            {[]string{"ok", "version"}, "decline not an exec command line"},
 		"another state":       {[]string{"ok", "exec", "--state", other, "--", "true"}, "decline the command names another state directory"},
 		"silent":              {[]string{"silent"}, "decline no request within 5s"},
+		"another nonce":       {[]string{"badnonce", "exec", "--state", state, "--", "true"}, "decline the request does not carry this warm process's nonce (/proc/PID/environ)"},
+		"/dev/stdin":          {[]string{"ok", "exec", "--state", state, "--grants", "/dev/stdin", "--", "true"}, "decline a command line the hand-off does not take (an unknown flag, or a path that may name the process's own files)"},
 	} {
+		waitWarm(t, state)
 		r := runCmd(t, probeCmd(t, exe, append([]string{sock}, c.args...)...))
 		if strings.TrimSpace(r.stdout) != c.want {
 			t.Errorf("%s: the server answered %q (%s), want %q", name, r.stdout, r.stderr, c.want)
@@ -413,6 +474,7 @@ func TestResidentHostileRequests(t *testing.T) {
 	}
 	// A well-formed request is served: the probe sees the start and the
 	// exit status.
+	waitWarm(t, state)
 	r := runCmd(t, probeCmd(t, exe, sock, "ok", "exec", "--state", state, "--", "sh", "-c", "exit 5"))
 	if r.stdout != "start\nexit 5\n" {
 		t.Errorf("a well-formed request: %q (%s)", r.stdout, r.stderr)
@@ -471,7 +533,10 @@ func TestResidentOtherUID(t *testing.T) {
 	pc := probeCmd(t, filepath.Join(bin, "cordon"), filepath.Join(state, "pool", handoff.SocketName), "ok", "exec", "--state", state, "--", "true")
 	pc.Dir = "/"
 	pc.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if r := runCmd(t, pc); !strings.HasPrefix(r.stdout, "decline the caller runs as uid 65534 gid 65534") {
+	waitWarm(t, state)
+	// It cannot read the warm process's nonce (another uid's environ), nor
+	// would its uid pass.
+	if r := runCmd(t, pc); !strings.HasPrefix(r.stdout, "decline ") || strings.Contains(r.stdout, "start") {
 		t.Fatalf("a raw connection of another uid: %q %s", r.stdout, r.stderr)
 	}
 }
@@ -554,6 +619,15 @@ func TestHandoffClientAgainstFakeServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
+			// The "warm process" it names: this binary, with a nonce.
+			exe, _ := os.Executable()
+			idle := exec.Command(exe)
+			idle.Args[0] = "handoff-idle"
+			idle.Env = []string{handoff.NonceEnv + "=" + strings.Repeat("5", handoff.NonceLen)}
+			if err := idle.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = idle.Process.Kill(); _ = idle.Wait() }()
 			got := make(chan []byte, 1)
 			go func() {
 				conn, err := ln.Accept()
@@ -562,6 +636,7 @@ func TestHandoffClientAgainstFakeServer(t *testing.T) {
 					return
 				}
 				defer conn.Close()
+				_, _ = conn.Write([]byte("ready " + strconv.Itoa(idle.Process.Pid) + "\n"))
 				head := make([]byte, len(handoff.Magic)+4)
 				if _, err := io.ReadFull(conn, head); err != nil {
 					got <- nil
@@ -603,6 +678,7 @@ func TestResidentSigpipe(t *testing.T) {
 	startResident(t, state, 1)
 	journal := filepath.Join(t.TempDir(), "j.jsonl")
 	for _, served := range []bool{true, false} {
+		waitWarm(t, state)
 		cmd := residentCmd(t, "exec", "--state", state, "--journal", journal, "--", "sh", "-c", "while :; do echo y; done")
 		if !served {
 			cmd.Env = append(cmd.Env, "CORDON_RESIDENT=off")

@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64)
+
 package handoff
 
 import (
@@ -37,6 +39,11 @@ func try() (code int, note string) {
 	if !ok {
 		return -1, ""
 	}
+	for _, name := range ProcessFileEnv {
+		if NamesProcessFile(Getenv(env, name)) {
+			return -1, ""
+		}
+	}
 	euid := syscall.Geteuid()
 	state, ok := StateDir(flag, env, euid)
 	if !ok {
@@ -48,17 +55,26 @@ func try() (code int, note string) {
 			return -1, "" // a closed or non-blocking stream, or a terminal: cold (docs/sandbox.md)
 		}
 	}
+	// The pool directory is opened once, and the socket reached through
+	// that descriptor: what was checked is what is connected to, whoever
+	// renames the directories above it.
 	dir := state + "/pool"
-	sock := dir + "/" + SocketName
-	if len(sock) >= 108 {
+	dfd, err := syscall.Open(dir, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, "" // no pool directory (or not a directory): nothing serves
+	}
+	defer syscall.Close(dfd)
+	var st syscall.Stat_t
+	if syscall.Fstat(dfd, &st) != nil || int(st.Uid) != euid || st.Mode&0o022 != 0 {
+		return -1, "note: exec: ignoring the resident exec server's " + dir + ": not this uid's own, or open to others; starting cold"
+	}
+	if err := fstatat(dfd, SocketName, &st); err != nil {
 		return -1, ""
 	}
-	if why := owned(dir, syscall.S_IFDIR, euid); why != "" {
-		return -1, why
+	if st.Mode&syscall.S_IFMT != syscall.S_IFSOCK || int(st.Uid) != euid {
+		return -1, "note: exec: ignoring the resident exec server's " + dir + "/" + SocketName + ": not this uid's own socket; starting cold"
 	}
-	if why := owned(sock, syscall.S_IFSOCK, euid); why != "" {
-		return -1, why
-	}
+	sock := "/proc/self/fd/" + string(appendDecimal(nil, dfd)) + "/" + SocketName
 	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, ""
@@ -69,9 +85,42 @@ func try() (code int, note string) {
 	}
 	cred, err := syscall.GetsockoptUcred(fd, syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	if err != nil || int(cred.Uid) != euid {
-		return -1, "note: exec: ignoring the resident exec server at " + sock + ": it does not run as this uid; starting cold"
+		return -1, "note: exec: ignoring the resident exec server at " + dir + ": it does not run as this uid; starting cold"
 	}
-	req, ok := Encode(args, env)
+	if !sameBinary(int(cred.Pid)) {
+		return -1, "note: exec: ignoring the resident exec server at " + dir + ": it runs another cordon binary (or another program); starting cold"
+	}
+	// A warm process takes the connection and says so, or none is free:
+	// then cold, at once.
+	tv := syscall.NsecToTimeval(ReadyWait * 1000 * 1000)
+	if syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv) != nil {
+		return -1, ""
+	}
+	line, complete := readLine(fd)
+	if !complete {
+		return -1, "" // busy (or gone): cold
+	}
+	if hasPrefix(line, "decline ") {
+		return -1, "note: exec: the resident exec server declined (" + line[8:] + "); starting cold"
+	}
+	pid, ok := 0, hasPrefix(line, "ready ")
+	if ok {
+		pid, ok = parseDecimal(line[6:])
+	}
+	if !ok || !sameBinary(pid) {
+		return -1, "note: exec: the resident exec server at " + dir + " answered " + quote(line) + "; starting cold"
+	}
+	nonce, ok := readNonce(pid)
+	if !ok {
+		// Only a process that may ptrace-read the warm process reads
+		// its nonce: not one confined (by Landlock, say) where it is not.
+		return -1, "note: exec: cannot read the resident exec server's warm process (pid " + line[6:] + "), as a confined process cannot; starting cold"
+	}
+	tv = syscall.Timeval{}
+	if syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv) != nil {
+		return -1, ""
+	}
+	req, ok := Encode(nonce, args, env)
 	if !ok {
 		return -1, ""
 	}
@@ -93,11 +142,11 @@ func try() (code int, note string) {
 		line, complete := readLine(fd)
 		switch {
 		case !complete && !started:
-			// Nothing ran: the server went away (or stopped) before a
-			// warm process took the request, or before it started it.
-			return -1, "note: exec: the resident exec server at " + sock + " closed the connection before starting the command; starting cold"
+			// Nothing ran: the warm process went away before it started
+			// the command.
+			return -1, "note: exec: the resident exec server at " + dir + " closed the connection before starting the command; starting cold"
 		case !complete:
-			return 125, "error: exec: the resident exec server at " + sock + " went away before the command finished"
+			return 125, "error: exec: the resident exec server at " + dir + " went away before the command finished"
 		case line == "start" && !started:
 			started = true
 			continue
@@ -113,38 +162,95 @@ func try() (code int, note string) {
 		case hasPrefix(line, "decline ") && !started:
 			return -1, "note: exec: the resident exec server declined (" + line[8:] + "); starting cold"
 		}
-		return 125, "error: exec: the resident exec server at " + sock + " answered " + quote(line)
+		return 125, "error: exec: the resident exec server at " + dir + " answered " + quote(line)
 	}
 }
 
-// owned reports why path is not what the hand-off may trust ("" when it
-// is): it must be of type typ and owned by euid, and a directory must be
-// writable by its owner alone. A path that is not there is no reason to
-// note: nothing serves.
-func owned(path string, typ uint32, euid int) string {
-	var st syscall.Stat_t
-	if err := syscall.Lstat(path, &st); err != nil {
-		return ""
+// sameBinary reports whether process pid runs this process's executable
+// (the same file: device and inode).
+func sameBinary(pid int) bool {
+	if pid <= 0 {
+		return false
 	}
-	if st.Mode&syscall.S_IFMT != typ || int(st.Uid) != euid || typ == syscall.S_IFDIR && st.Mode&0o022 != 0 {
-		return "note: exec: ignoring the resident exec server's " + path + ": not this uid's own (or open to others); starting cold"
+	var mine, theirs syscall.Stat_t
+	if syscall.Stat("/proc/self/exe", &mine) != nil {
+		return false
 	}
-	return ""
+	if syscall.Stat("/proc/"+string(appendDecimal(nil, pid))+"/exe", &theirs) != nil {
+		return false
+	}
+	return mine.Dev == theirs.Dev && mine.Ino == theirs.Ino
 }
+
+// readNonce reads the nonce in process pid's initial environment
+// (/proc/PID/environ, which the kernel lets only a process that may
+// ptrace-read pid open).
+func readNonce(pid int) (string, bool) {
+	b, ok := readAll("/proc/"+string(appendDecimal(nil, pid))+"/environ", 256<<10)
+	if !ok {
+		return "", false
+	}
+	start := 0
+	for i := 0; i <= len(b); i++ {
+		if i == len(b) || b[i] == 0 {
+			kv := string(b[start:i])
+			if hasPrefix(kv, NonceEnv+"=") && ValidNonce(kv[len(NonceEnv)+1:]) {
+				return kv[len(NonceEnv)+1:], true
+			}
+			start = i + 1
+		}
+	}
+	return "", false
+}
+
+// fstatat is fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW).
+func fstatat(dirfd int, name string, st *syscall.Stat_t) error {
+	p, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	_, _, e := syscall.Syscall6(sysFstatat, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(st)), atSymlinkNofollow, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+const atSymlinkNofollow = 0x100
 
 // cmdline is this process's arguments, from /proc (the os package,
 // which holds them, is not initialised yet).
 func cmdline() ([]string, bool) {
-	fd, err := syscall.Open("/proc/self/cmdline", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	buf, ok := readAll("/proc/self/cmdline", 64<<10)
+	if !ok {
+		return nil, false // unreadable, or a command line this long: cold
+	}
+	var args []string
+	start := 0
+	for i := 0; i < len(buf); i++ {
+		if buf[i] == 0 {
+			args = append(args, string(buf[start:i]))
+			start = i + 1
+		}
+	}
+	if start != len(buf) {
+		return nil, false
+	}
+	return args, true
+}
+
+// readAll reads the file at path, which must be shorter than max bytes.
+func readAll(path string, max int) ([]byte, bool) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false
 	}
 	defer syscall.Close(fd)
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, max)
 	n := 0
 	for {
 		if n == len(buf) {
-			return nil, false // a command line this long starts cold
+			return nil, false
 		}
 		m, err := syscall.Read(fd, buf[n:])
 		if err == syscall.EINTR {
@@ -154,22 +260,10 @@ func cmdline() ([]string, bool) {
 			return nil, false
 		}
 		if m == 0 {
-			break
+			return buf[:n], true
 		}
 		n += m
 	}
-	var args []string
-	start := 0
-	for i := 0; i < n; i++ {
-		if buf[i] == 0 {
-			args = append(args, string(buf[start:i]))
-			start = i + 1
-		}
-	}
-	if start != n {
-		return nil, false
-	}
-	return args, true
 }
 
 // readLine reads one line of the server's answer (at most 4 KiB), a
@@ -223,7 +317,6 @@ func writeStderr(s string) {
 	}
 }
 
-func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 
 // quote shows a server's unexpected answer: printable ASCII as is, the
 // rest as '?', at most 200 bytes.

@@ -27,17 +27,26 @@
 // only syscall, and byte loops instead of strings.
 package handoff
 
-// Wire format, caller to server: one message whose first bytes are Magic,
-// then a 4-byte little-endian length L and L bytes of NUL-terminated
-// strings: the argument count in decimal, that many arguments (argv[0]
-// first), then the environment, one "NAME=value" each. The message
-// carries four descriptors (SCM_RIGHTS): standard input, output and
-// error, and the working directory (O_PATH).
+// Wire format. The server speaks first, once a warm process has taken
+// the connection: "ready PID" (the warm process's pid). Within
+// ReadyWait of connecting, or the caller starts cold; it then checks
+// that PID runs this same binary, reads the nonce the server gave that
+// process (NonceEnv in its /proc/PID/environ: only a process that may
+// ptrace-read it can, so not one confined by Landlock, or by another LSM
+// that restricts ptrace, into a domain the warm process is not in) and
+// sends one message: Magic, a 4-byte little-endian length L and L bytes
+// of NUL-terminated strings: the nonce, the argument count in decimal,
+// that many arguments (argv[0] first), then the environment, one
+// "NAME=value" each. The message carries four descriptors (SCM_RIGHTS):
+// standard input, output and error, and the working directory (O_PATH).
 //
-// Server to caller: one line, "exit N" (the command ran; N is cordon's
-// exit status) or "decline REASON" (nothing ran: start cold).
+// Then the server answers lines: "start" (the command runs now), then
+// "exit N" (cordon's exit status) or "sigpipe N" (the caller's stdout,
+// 1, or stderr, 2, lost its reader: the caller dies of SIGPIPE, as a
+// cold cordon would); or, before "start", "decline REASON" (nothing ran:
+// start cold).
 const (
-	Magic      = "cordon-handoff-1\x00"
+	Magic      = "cordon-handoff-2\x00"
 	MaxPayload = 1 << 20
 	// SocketName is the server's socket in the state directory's pool
 	// directory.
@@ -45,11 +54,23 @@ const (
 	// Off, as CORDON_RESIDENT's value, makes every cordon exec start
 	// cold.
 	Off = "off"
+	// NonceEnv names the warm process's nonce in its environment.
+	NonceEnv = "CORDON_WARM_NONCE"
+	// NonceLen is a nonce's length: 32 random bytes in lowercase hex.
+	NonceLen = 64
 )
 
-// Encode is the request for args (argv[0] first) and env.
-func Encode(args, env []string) ([]byte, bool) {
-	n := 0
+// ReadyWait is how long a caller waits for a warm process to take its
+// connection ("ready") before it starts cold instead: about half a
+// served start, so that a caller never waits long for a busy server.
+const ReadyWait = 10 // milliseconds
+
+// Encode is the request for nonce, args (argv[0] first) and env.
+func Encode(nonce string, args, env []string) ([]byte, bool) {
+	if !ValidNonce(nonce) {
+		return nil, false
+	}
+	n := len(nonce) + 1
 	for _, s := range args {
 		n += len(s) + 1
 	}
@@ -63,6 +84,8 @@ func Encode(args, env []string) ([]byte, bool) {
 	b := make([]byte, 0, len(Magic)+4+n)
 	b = append(b, Magic...)
 	b = append(b, 0, 0, 0, 0)
+	b = append(b, nonce...)
+	b = append(b, 0)
 	b = appendDecimal(b, len(args))
 	b = append(b, 0)
 	for _, list := range [][]string{args, env} {
@@ -80,6 +103,20 @@ func Encode(args, env []string) ([]byte, bool) {
 	return b, true
 }
 
+// ValidNonce reports whether s has a nonce's form: NonceLen lowercase
+// hexadecimal digits.
+func ValidNonce(s string) bool {
+	if len(s) != NonceLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // Header checks a request's first len(Magic)+4 bytes and returns the
 // payload's length.
 func Header(h []byte) (int, bool) {
@@ -94,11 +131,12 @@ func Header(h []byte) (int, bool) {
 	return l, true
 }
 
-// Decode splits a request's payload into its arguments and environment.
-// Every string must end with its NUL, the count must be a decimal of at
-// most 7 digits naming at least one argument and at most the strings
-// there are, and every environment string must have a name and "=".
-func Decode(p []byte) (args, env []string, ok bool) {
+// Decode splits a request's payload into its nonce, arguments and
+// environment. Every string must end with its NUL, the nonce must have
+// its form, the count must be a decimal of at most 7 digits naming at
+// least one argument and at most the strings there are, and every
+// environment string must have a name and "=".
+func Decode(p []byte) (nonce string, args, env []string, ok bool) {
 	var all []string
 	start := 0
 	for i, c := range p {
@@ -107,20 +145,20 @@ func Decode(p []byte) (args, env []string, ok bool) {
 			start = i + 1
 		}
 	}
-	if start != len(p) || len(all) < 2 {
-		return nil, nil, false
+	if start != len(p) || len(all) < 3 || !ValidNonce(all[0]) {
+		return "", nil, nil, false
 	}
-	n, ok := parseDecimal(all[0])
-	if !ok || n < 1 || n > len(all)-1 {
-		return nil, nil, false
+	n, ok := parseDecimal(all[1])
+	if !ok || n < 1 || n > len(all)-2 {
+		return "", nil, nil, false
 	}
-	args, env = all[1:1+n], all[1+n:]
+	args, env = all[2:2+n], all[2+n:]
 	for _, kv := range env {
 		if i := indexByte(kv, '='); i < 1 {
-			return nil, nil, false
+			return "", nil, nil, false
 		}
 	}
-	return args, env, true
+	return all[0], args, env, true
 }
 
 // Exec flags: which take a value and which do not. A test in cmd/cordon
@@ -133,8 +171,10 @@ var (
 // StateFlag scans exec's flags (the arguments after "exec") as the flag
 // package parses them, and returns the last --state value ("" when none
 // is given). It fails on anything it does not know (a flag not in
-// ValueFlags or BoolFlags, help, a missing value), and the caller then
-// starts cold, where the flag package says what is wrong.
+// ValueFlags or BoolFlags, help, a missing value), and on a flag value
+// that may name one of the caller's own descriptors or its /proc
+// (NamesProcessFile); the caller then starts cold, where the flag
+// package, or the file, says what it is.
 func StateFlag(flags []string) (string, bool) {
 	state := ""
 	for i := 0; i < len(flags); i++ {
@@ -170,12 +210,34 @@ func StateFlag(flags []string) (string, bool) {
 			i++
 			value = flags[i]
 		}
+		if NamesProcessFile(value) {
+			return "", false
+		}
 		if name == "state" {
 			state = value
 		}
 	}
 	return state, true
 }
+
+// NamesProcessFile reports whether a path may name a file of the process
+// that opens it — /dev/stdin, /dev/fd/N, /proc/self/…: anything under
+// /dev or /proc, a relative path that starts there (the working
+// directory may be /), or any path with a ".." — which a warm process
+// would open as its own, not the caller's. (A symbolic link to one is
+// not seen: docs/sandbox.md, "Resident exec server".)
+func NamesProcessFile(p string) bool {
+	for _, d := range []string{"dev", "proc"} {
+		if p == "/"+d || hasPrefix(p, "/"+d+"/") || p == d || hasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return contains2(p, "..")
+}
+
+// ProcessFileEnv names the variables cordon exec reads a path from
+// (besides its flags): a value of one that NamesProcessFile starts cold.
+var ProcessFileEnv = []string{"CORDON_KEY_FILE", "CORDON_STATE", "XDG_STATE_HOME", "HOME"}
 
 // StateDir is the state directory `cordon exec` uses, as its
 // execStateDir resolves it before making it absolute: the --state flag,
@@ -231,6 +293,18 @@ func indexByte(s string, c byte) int {
 }
 
 func hasNUL(s string) bool { return indexByte(s, 0) >= 0 }
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+// contains2 reports whether s contains sub.
+func contains2(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
 
 func appendDecimal(b []byte, n int) []byte {
 	if n == 0 {
