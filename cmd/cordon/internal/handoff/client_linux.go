@@ -317,7 +317,6 @@ func writeStderr(s string) {
 	}
 }
 
-
 // quote shows a server's unexpected answer: printable ASCII as is, the
 // rest as '?', at most 200 bytes.
 func quote(s string) string {
