@@ -246,11 +246,14 @@ func readAll(path string, max int) ([]byte, bool) {
 		return nil, false
 	}
 	defer syscall.Close(fd)
-	buf := make([]byte, max)
+	buf := make([]byte, min(1024, max)) // grown as needed: most files here are small
 	n := 0
 	for {
 		if n == len(buf) {
-			return nil, false
+			if len(buf) >= max {
+				return nil, false
+			}
+			buf = append(buf, make([]byte, min(len(buf), max-len(buf)))...)
 		}
 		m, err := syscall.Read(fd, buf[n:])
 		if err == syscall.EINTR {
