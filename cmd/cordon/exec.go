@@ -171,6 +171,11 @@ func runExec(e *env, args []string) error {
 		return &usageError{msg: "exec: --pool with --receipt needs --journal", hint: "the journal's pool.claim entry records the idle energy the run is charged with"}
 	}
 	phase.Add("exec: flags and grants")
+	if e.served != nil { // a resident server's warm process: nothing is written before this
+		if err := e.served.admit(*stateDir); err != nil {
+			return err
+		}
+	}
 	state, err := execStateDir(*stateDir)
 	if err != nil {
 		return refuse(fmt.Errorf("exec: %w", err))
@@ -285,8 +290,16 @@ func runExec(e *env, args []string) error {
 		pooled   session.Sandbox
 		poolNote *poolView
 	)
-	if *usePool {
-		if pooled, poolNote, err = newPoolSandbox(state, rec, *poolCold, func(msg string) { fmt.Fprintln(e.stderr, "cordon: note: exec: "+msg) }); err != nil {
+	// A warm process's slot serves a plain exec too, when the run could
+	// be pooled: not frozen (--record), not on an image, and with the
+	// slot's idle energy in the journal if there is a receipt.
+	warm := e.served != nil && *recordFile == "" && *imageRef == "" && (*receiptFile == "" || *journalFile != "")
+	if *usePool || warm {
+		var local *servedExec
+		if warm {
+			local = e.served
+		}
+		if pooled, poolNote, err = newPoolSandbox(state, rec, *poolCold, *usePool, local, func(msg string) { fmt.Fprintln(e.stderr, "cordon: note: exec: "+msg) }); err != nil {
 			return refuse(fmt.Errorf("exec: --pool: %w", err))
 		}
 	}
@@ -357,6 +370,9 @@ func runExec(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "cordon: error: exec: %s exited %d, and its declared outputs were not copied back (the workspace is unchanged): %s\n", argv[0], res.ExitCode, oneLine(res.OutputsErr.Error()))
 	case res.OutputsErr != nil:
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
+	}
+	if *stats && e.served != nil {
+		fmt.Fprintf(e.stderr, "cordon: exec: served by a warm process (pid %d) of the resident exec server\n", os.Getpid())
 	}
 	if *stats && poolNote != nil && poolNote.note() != "" {
 		fmt.Fprintln(e.stderr, "cordon: pool: "+poolNote.note())
@@ -480,6 +496,18 @@ func execLimits(gs *grant.Set, timeout time.Duration) (sandbox.Limits, error) {
 // execStateDir returns the state directory, creating it (0700) if it
 // does not exist.
 func execStateDir(flagValue string) (string, error) {
+	dir, err := resolveStateDir(flagValue)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return dir, nil
+}
+
+// resolveStateDir is execStateDir's directory, absolute, not made.
+func resolveStateDir(flagValue string) (string, error) {
 	dir := flagValue
 	if dir == "" {
 		dir = os.Getenv("CORDON_STATE")
@@ -490,14 +518,7 @@ func execStateDir(flagValue string) (string, error) {
 			return "", err
 		}
 	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("state directory: %w", err)
-	}
-	return dir, nil
+	return filepath.Abs(dir)
 }
 
 // defaultStateDir is the state directory of a process with effective uid

@@ -47,7 +47,7 @@ func subverbs(name string) []verb {
 		}
 	case "pool":
 		return []verb{
-			{"serve", "[--grants FILE] [--size N] [--max-idle D] [--timeout D] [--tenant T] [--state DIR]", "keep N sandboxes prepared under the grant set, served on STATE/pool/pool.sock", nil},
+			{"serve", "[--grants FILE] [--size N] [--exec N] [--max-idle D] [--timeout D] [--tenant T] [--state DIR]", "keep N sandboxes prepared under the grant set, served on STATE/pool/pool.sock; with --exec, N warm processes that plain cordon exec commands are handed to (STATE/pool/exec.sock)", nil},
 			{"status", "[--state DIR]", "print the resident pool's key, ready slots and idle-energy books (JSON)", nil},
 			{"stop", "[--state DIR]", "evict every parked slot (its idle energy is overhead), stop the pool and print the final books", nil},
 		}

@@ -15,6 +15,10 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	// Initialised before nearly every other package (it imports only
+	// syscall): hands 'cordon exec' to a resident exec server.
+	_ "github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
 )
 
 func main() {
@@ -28,6 +32,9 @@ func main() {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// served is set in a warm process of a resident exec server, which
+	// runs one caller's `cordon exec` (resident_linux.go).
+	served *servedExec
 }
 
 type verb struct {
@@ -80,7 +87,12 @@ func verbs() []verb {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	return dispatch(&env{stdin: stdin, stdout: stdout, stderr: stderr}, args)
+}
+
+// dispatch runs the verb args name with e.
+func dispatch(e *env, args []string) int {
+	stdout, stderr := e.stdout, e.stderr
 	if len(args) == 0 {
 		usage(stderr)
 		return report(stderr, usageErrorf("missing command"))

@@ -22,8 +22,12 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
+// testCommands are the commands this test binary runs as, by argv[0]'s
+// base name (testscript.Main): cordon, and test helpers.
+var testCommands = map[string]func(){"cordon": main}
+
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"cordon": main})
+	testscript.Main(m, testCommands)
 }
 
 // TestScripts runs the end-to-end CLI tests in testdata/script/*.txtar.

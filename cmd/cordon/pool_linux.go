@@ -107,6 +107,8 @@ func runPool(e *env, args []string) error {
 		return poolServe(e, args)
 	case "status", "stop":
 		return poolControl(e, sub, args)
+	case "warm": // started by 'pool serve --exec' only (resident_linux.go)
+		return poolWarm(e, args)
 	default:
 		return &usageError{msg: fmt.Sprintf("pool: unknown subcommand %q", sub), hint: "use serve, status or stop"}
 	}
@@ -137,8 +139,12 @@ func poolServe(e *env, args []string) error {
 	timeout := durationVar(fs, "timeout", 0, "the slots' wall-clock limit, at most the grant set's wall_ms (a claim may shorten it)")
 	tenant := fs.String("tenant", "", "the tenant of a multi-tenant (S3) grant set")
 	stateDir := fs.String("state", "", "cordon's state directory (as exec's)")
+	warmN := fs.Int("exec", 0, "also keep this many warm cordon processes on STATE/pool/exec.sock, each holding a slot: a plain 'cordon exec' on this state directory hands itself to one (docs/sandbox.md, \"Resident exec server\")")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *warmN < 0 || *warmN > 64 {
+		return &usageError{msg: fmt.Sprintf("pool serve: --exec %d, want 0 to 64", *warmN)}
 	}
 	refuse := func(err error) error { return &refusal{code: sandbox.ExitRefused, err: err} }
 	gsBytes, gsName := defaultExecGrants, "the embedded default grant set"
@@ -199,6 +205,38 @@ func poolServe(e *env, args []string) error {
 		}
 	}()
 	fmt.Fprintf(e.stderr, "cordon: pool: serving %d slots of policy %s, environment %s, on %s\n", *size, p.Key().Policy, p.Key().Env, poolSocket(state))
+	if *warmN > 0 {
+		rln, err := listenResident(state)
+		if err != nil {
+			p.Stop()
+			return refuse(fmt.Errorf("pool serve: --exec: %w", err))
+		}
+		lifeR, lifeW, err := os.Pipe()
+		if err != nil {
+			rln.Close()
+			p.Stop()
+			return refuse(fmt.Errorf("pool serve: --exec: %w", err))
+		}
+		defer lifeW.Close() // held open until this process ends: the warm processes' lifeline
+		defer lifeR.Close()
+		rctx, rcancel := context.WithCancel(ctx)
+		rc := &residentChildren{state: state, tenant: *tenant, timeout: *timeout, idle: *maxIdle, grants: gsBytes, ln: rln, life: lifeR, stderr: e.stderr}
+		rdone := make(chan struct{})
+		go func() {
+			defer close(rdone)
+			rc.run(rctx, *warmN)
+		}()
+		defer func() {
+			// Stop: no warm process takes another caller (those waiting
+			// in the backlog start cold), and each one serving a run has
+			// it cancelled, as a claim's.
+			_ = os.Remove(residentSocket(state))
+			rcancel()
+			<-rdone
+			rln.Close()
+		}()
+		fmt.Fprintf(e.stderr, "cordon: pool: %d warm exec processes on %s\n", *warmN, residentSocket(state))
+	}
 	var conns sync.WaitGroup
 	live := &poolConns{m: map[*net.UnixConn]bool{}}
 	for {
@@ -640,6 +678,8 @@ func trustedUID(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }
 // by the session through the server's questions.
 type poolSandbox struct {
 	state    string
+	claim    bool        // --pool: the resident pool's socket when the local slot does not serve
+	local    *servedExec // a warm process's slot, tried first; nil: none
 	rec      *session.Recorder
 	fallback bool         // run cold when no pool or no matching slot is there
 	note     func(string) // prints a note
@@ -653,6 +693,15 @@ func (ps *poolSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Resul
 	refused := func(err error) error { return &sandbox.ExitError{Code: sandbox.ExitRefused, Err: err} }
 	if s.Image != nil {
 		return nil, refused(errors.New("pool: an image runtime is not pooled: run it without --pool"))
+	}
+	if ps.local != nil && ps.local.slot != nil {
+		res, served, err := ps.runLocal(ctx, s)
+		if served {
+			return res, err
+		}
+		if !ps.claim { // a plain exec whose run the slot cannot take: cold, as without a server
+			return sandbox.Run(ctx, s)
+		}
 	}
 	c, err := dialPool(ps.state)
 	if err != nil {
@@ -766,6 +815,37 @@ func (ps *poolSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Resul
 	}
 }
 
+// runLocal runs s in the warm process's own slot when its key is the
+// slot's (served reports whether it did: otherwise nothing ran). The
+// charge is recorded as a claim from the resident pool's is.
+func (ps *poolSandbox) runLocal(ctx context.Context, s *sandbox.Spec) (res *sandbox.Result, served bool, err error) {
+	p := ps.local.slot
+	key := pool.KeyFor(s, pool.EnvAddress(s))
+	cl, err := p.Claim(key)
+	if err != nil {
+		return nil, false, nil // another key, or no slot ready: not served here
+	}
+	defer cl.Destroy()
+	p.Stop() // a warm process serves one run: no successor here (the server starts one)
+	ch := cl.Charge
+	ps.charge = &poolCharge{Slot: cl.Slot, IdleUJ: ch.UJ, Provenance: ch.Provenance, ParkedNS: int64(ch.Parked),
+		IdlePerCoreUW: ch.Model.IdlePerCoreUW, Cores: ch.Model.Cores}
+	if ps.rec != nil {
+		if _, err := ps.rec.Record(cl.Entry()); err != nil {
+			return nil, true, &sandbox.ExitError{Code: sandbox.ExitRefused, Err: fmt.Errorf("pool: recording the claim: %w", err)}
+		}
+	}
+	launch := &sandbox.Launch{
+		Argv: s.Argv, Env: s.Env, Workspace: s.Workspace, Inputs: s.Inputs, Outputs: s.Outputs, OutputsOptional: s.OutputsOptional,
+		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr, Wall: s.Limits.Wall, Decided: s.Decided, Mounted: s.Mounted,
+	}
+	if err := cl.Start(ctx, launch); err != nil {
+		return nil, true, err
+	}
+	res, err = cl.Wait()
+	return res, true, err
+}
+
 // poolStreams are the descriptors the claim passes for the spec's
 // streams: a file as it is, anything else (or nil) through a pipe this
 // process copies, /dev/null for nil.
@@ -850,8 +930,8 @@ func waitCopied(wg *sync.WaitGroup, d time.Duration) {
 
 // newPoolSandbox is the session.Sandbox of `cordon exec --pool`, and
 // what reports the last claim's charge.
-func newPoolSandbox(state string, rec *session.Recorder, fallback bool, note func(string)) (session.Sandbox, *poolView, error) {
-	ps := &poolSandbox{state: state, rec: rec, fallback: fallback, note: note}
+func newPoolSandbox(state string, rec *session.Recorder, fallback, claim bool, local *servedExec, note func(string)) (session.Sandbox, *poolView, error) {
+	ps := &poolSandbox{state: state, rec: rec, fallback: fallback, claim: claim, local: local, note: note}
 	return ps, &poolView{
 		note: func() string {
 			if ps.charge == nil {

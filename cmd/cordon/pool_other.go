@@ -15,6 +15,11 @@ func runPool(*env, []string) error {
 	return &refusal{code: sandbox.ExitRefused, err: errPoolLinux}
 }
 
-func newPoolSandbox(string, *session.Recorder, bool, func(string)) (session.Sandbox, *poolView, error) {
+func newPoolSandbox(string, *session.Recorder, bool, bool, *servedExec, func(string)) (session.Sandbox, *poolView, error) {
 	return nil, nil, errPoolLinux
 }
+
+// servedExec exists only on Linux, where a resident exec server can run.
+type servedExec struct{}
+
+func (*servedExec) admit(string) error { return errPoolLinux }
