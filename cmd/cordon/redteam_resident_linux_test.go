@@ -312,7 +312,7 @@ func TestRedteamResidentBusyServerBlocksCallers(t *testing.T) {
 	defer cancel()
 	cmd := residentCmd(t, "exec", "--state", state, "--", "true")
 	quick := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
-	quick.Args[0], quick.Env = "cordon", cmd.Env
+	quick.Args[0], quick.Env = "cordon", append(cmd.Env, handoff.WaitEnv+"=10") // the default wait (the last of a name wins here: os/exec dedups)
 	// Its output goes to a file, not a pipe: a request waiting in the
 	// backlog holds the caller's descriptors (SCM_RIGHTS in flight) after
 	// the caller is killed, and a pipe would not end.

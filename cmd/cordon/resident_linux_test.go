@@ -32,7 +32,9 @@ func residentCmd(t *testing.T, args ...string) *exec.Cmd {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Args[0] = "cordon"
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=" + t.TempDir(), "LANG=C.UTF-8"}
+	// A loaded machine (CI) may not run an idle warm process within the
+	// default 10 ms: the tests that want a served run wait longer.
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=" + t.TempDir(), "LANG=C.UTF-8", handoff.WaitEnv + "=5000"}
 	return cmd
 }
 

@@ -92,7 +92,7 @@ func try() (code int, note string) {
 	}
 	// A warm process takes the connection and says so, or none is free:
 	// then cold, at once.
-	tv := syscall.NsecToTimeval(ReadyWait * 1000 * 1000)
+	tv := syscall.NsecToTimeval(int64(Wait(env)) * 1000 * 1000)
 	if syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv) != nil {
 		return -1, ""
 	}

@@ -61,9 +61,21 @@ const (
 )
 
 // ReadyWait is how long a caller waits for a warm process to take its
-// connection ("ready") before it starts cold instead: about half a
-// served start, so that a caller never waits long for a busy server.
-const ReadyWait = 10 // milliseconds
+// connection ("ready") before it starts cold instead, in milliseconds:
+// about half a served start, so that a caller never waits long for a
+// busy server. $CORDON_RESIDENT_WAIT (1 to 10000) sets another.
+const ReadyWait = 10
+
+// WaitEnv names the variable that sets the wait for "ready".
+const WaitEnv = "CORDON_RESIDENT_WAIT"
+
+// Wait is the wait for "ready" that env asks for, in milliseconds.
+func Wait(env []string) int {
+	if n, ok := parseDecimal(Getenv(env, WaitEnv)); ok && n >= 1 && n <= 10000 {
+		return n
+	}
+	return ReadyWait
+}
 
 // Encode is the request for nonce, args (argv[0] first) and env.
 func Encode(nonce string, args, env []string) ([]byte, bool) {

@@ -182,3 +182,11 @@ func TestNamesProcessFile(t *testing.T) {
 		}
 	}
 }
+
+func TestWait(t *testing.T) {
+	for v, want := range map[string]int{"": ReadyWait, "250": 250, "0": ReadyWait, "10001": ReadyWait, "x": ReadyWait, "1": 1, "10000": 10000} {
+		if got := Wait([]string{WaitEnv + "=" + v}); got != want {
+			t.Errorf("%s=%q: %d, want %d", WaitEnv, v, got, want)
+		}
+	}
+}
