@@ -1,0 +1,202 @@
+package main
+
+// Second red team of the resident exec server
+// (docs/security/redteam-resident-2.md). Each TestRedteam2Resident… test
+// states a property the server should hold; the ones named in the
+// write-up's findings fail on the code they were written against (commit
+// 5302a3f), and pass once the finding is fixed.
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
+)
+
+const rt2Grants = `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,"exec":{"allow":[{"name":"sh"},{"name":"echo"}]}}`
+
+// rt2GrantsFile is a file holding rt2Grants, open for reading at offset 0.
+func rt2GrantsFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.WriteString(rt2Grants); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestRedteam2ResidentProcessPathSpellings (S1): handoff.NamesProcessFile
+// matches "/dev/…" and "/proc/…" as written, so other spellings of the
+// same files — "//dev/fd/3", "/./dev/fd/3", "///proc/self/fd/3", or
+// "fd/3" from the working directory /dev — are handed off, and the warm
+// process opens its own descriptor 3 (the server's listening socket)
+// instead of the caller's. A cold cordon reads the caller's grant set
+// there and runs; the served one must do the same (or start cold).
+func TestRedteam2ResidentProcessPathSpellings(t *testing.T) {
+	state := t.TempDir()
+	startResident(t, state, 1)
+	for _, c := range []struct{ dir, path string }{
+		{"", "/dev/fd/3"}, // the spelling that is caught: cold
+		{"", "//dev/fd/3"},
+		{"", "/./dev/fd/3"},
+		{"", "///proc/self/fd/3"},
+		{"/dev", "fd/3"},
+	} {
+		waitWarm(t, state)
+		cmd := residentCmd(t, "exec", "--stats", "--state", state, "--grants", c.path, "--", "echo", "ran")
+		cmd.Dir = c.dir
+		cmd.ExtraFiles = []*os.File{rt2GrantsFile(t)}
+		r := runCmd(t, cmd)
+		if r.code != 0 || r.stdout != "ran\n" {
+			t.Errorf("--grants %s (working directory %q), the caller's descriptor 3: exit %d, stdout %q (cold: exit 0, \"ran\"); served: %v; stderr: %s",
+				c.path, c.dir, r.code, r.stdout, strings.Contains(r.stderr, servedLine), r.stderr)
+		}
+	}
+}
+
+// TestRedteam2ResidentFullBacklogBlocksCallers (S2): the caller connects
+// to exec.sock with a blocking connect(2) and no timeout; ReadyWait bounds
+// only the wait for "ready" after it. Connections no warm process has
+// taken yet stay in the listener's queue (128) even after their callers
+// gave up and closed them, so a same-uid process that opens 129
+// connections (a Landlock-confined one can: connecting to a socket is no
+// file access), or 129 callers that went cold while the warm processes
+// were busy, make every later cordon exec on the state directory block in
+// connect(2) — not even starting cold — until the queue drains, up to 5 s
+// (firstRequestWait) per queued connection. A caller must start cold at
+// once instead.
+func TestRedteam2ResidentFullBacklogBlocksCallers(t *testing.T) {
+	state := t.TempDir()
+	startResident(t, state, 1)
+	sock := filepath.Join(state, "pool", handoff.SocketName)
+	var held []int
+	t.Cleanup(func() {
+		for _, fd := range held {
+			unix.Close(fd)
+		}
+	})
+	// Filled twice: the warm process takes the first connection (and
+	// waits up to 5 s for its request), and the queue is filled again.
+	fill := func() {
+		for len(held) < 1000 {
+			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+				unix.Close(fd)
+				if !errors.Is(err, unix.EAGAIN) {
+					t.Fatalf("connecting to %s: %v", sock, err)
+				}
+				break
+			}
+			held = append(held, fd)
+		}
+	}
+	fill()
+	time.Sleep(300 * time.Millisecond)
+	fill()
+	if len(held) == 1000 {
+		t.Fatal("the listener's queue never filled")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	cmd := residentCmd(t, "exec", "--state", state, "--", "true")
+	caller := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	caller.Args[0], caller.Env = "cordon", cmd.Env
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	caller.Stdout, caller.Stderr = out, out
+	start := time.Now()
+	err = caller.Run()
+	b, _ := os.ReadFile(out.Name())
+	t.Logf("%d connections held; the caller: %v after %s: %s", len(held), err, time.Since(start).Round(time.Millisecond), b)
+	if took := time.Since(start); err != nil || took > 3*time.Second {
+		t.Fatalf("cordon exec with %d connections queued on %s: %v after %s (cold takes well under 3 s): %s",
+			len(held), sock, err, took.Round(time.Millisecond), b)
+	}
+}
+
+// TestRedteam2ResidentSignalledCallerOutlivedByRun (S3): a cold cordon
+// that gets SIGTERM or SIGINT kills the run, ends its journal and only
+// then exits, 143 or 130. A served caller dies of the signal at once (the
+// runtime's default action: the hand-off runs before cordon's handler is
+// installed), and the warm process stops the run and writes the rest of
+// the journal after the caller is gone: whoever waited for the caller
+// (timeout(1), a CI runner, a supervisor) sees a killed-by-signal status,
+// a journal that is not yet ended and, for a moment, the program still
+// running.
+func TestRedteam2ResidentSignalledCallerOutlivedByRun(t *testing.T) {
+	state := t.TempDir()
+	startResident(t, state, 1)
+	for _, c := range []struct {
+		resident string
+		sig      syscall.Signal
+		code     int
+	}{
+		{handoff.Off, syscall.SIGTERM, 143}, // cold: the property holds
+		{"", syscall.SIGTERM, 143},
+		{"", syscall.SIGINT, 130},
+	} {
+		waitWarm(t, state)
+		j := filepath.Join(t.TempDir(), "journal")
+		cmd := residentCmd(t, "exec", "--journal", j, "--state", state, "--", "sleep", "7.6543")
+		if c.resident != "" {
+			cmd.Env = append(cmd.Env, "CORDON_RESIDENT="+c.resident)
+		}
+		// A file, not a pipe: Wait would wait for the pipe's other
+		// holders (the warm process) too.
+		errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = errFile
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 15*time.Second, "the run never started", func() bool { return len(findProc("sleep\x007.6543")) > 0 })
+		served := ancestorWarm(findProc("sleep\x007.6543")[0])
+		if served != (c.resident == "") {
+			t.Fatalf("CORDON_RESIDENT=%q: served %v", c.resident, served)
+		}
+		if err := cmd.Process.Signal(c.sig); err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Wait()
+		atExit, _ := os.ReadFile(j)
+		alive := len(findProc("sleep\x007.6543")) > 0
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode() // -1: killed by a signal
+		}
+		waitFor(t, 10*time.Second, "the run outlived its caller by 10 s", func() bool { return len(findProc("sleep\x007.6543")) == 0 })
+		time.Sleep(500 * time.Millisecond)
+		later, _ := os.ReadFile(j)
+		stderr, _ := os.ReadFile(errFile.Name())
+		errFile.Close()
+		if code != c.code || string(atExit) != string(later) || alive {
+			t.Errorf("served %v, %s: exit code %d (want %d; -1 is death by the signal); journal at the caller's exit %d lines, %d lines later; program alive after the caller's exit: %v; stderr: %s",
+				served, c.sig, code, c.code, strings.Count(string(atExit), "\n"), strings.Count(string(later), "\n"), alive, stderr)
+		}
+	}
+}
