@@ -200,3 +200,52 @@ func TestRedteam2ResidentSignalledCallerOutlivedByRun(t *testing.T) {
 		}
 	}
 }
+
+// TestRedteam2ResidentDeclinedAfterReadingInputs (S4): a warm process
+// admits a command line only after exec has read its grant set (and
+// --key): servedExec.admit runs after the --grants file is read. A
+// command line whose state directory reaches the server's socket by
+// another path (a symbolic link above it, a bind mount) is declined there
+// ("names another state directory") and the caller starts cold, which
+// reads the grant set a second time. A FIFO (a process substitution,
+// <(…), is one) has been drained by the warm process, and the cold
+// start blocks on it for ever; a cold cordon alone reads it once (and,
+// for a symbolic link, refuses the state directory at once, 125).
+func TestRedteam2ResidentDeclinedAfterReadingInputs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "real"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	startResident(t, filepath.Join(dir, "real", "st"), 1)
+	fifo := filepath.Join(dir, "grants.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() { // one writer, once, as a process substitution is
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			_, _ = f.WriteString(rt2Grants)
+			f.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	cmd := residentCmd(t, "exec", "--state", filepath.Join(dir, "link", "st"), "--grants", fifo, "--", "echo", "ran")
+	caller := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	caller.Args[0], caller.Env = "cordon", cmd.Env
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	caller.Stdout, caller.Stderr = out, out
+	err = caller.Run()
+	b, _ := os.ReadFile(out.Name())
+	var ee *exec.ExitError
+	if ctx.Err() != nil || !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(b), "not a directory (a symbolic link?)") {
+		t.Fatalf("a state directory through a symbolic link, --grants a FIFO: %v (timed out: %v); cold refuses the state directory at once (125); output: %s", err, ctx.Err() != nil, b)
+	}
+}
