@@ -249,3 +249,28 @@ func TestRedteam2ResidentDeclinedAfterReadingInputs(t *testing.T) {
 		t.Fatalf("a state directory through a symbolic link, --grants a FIFO: %v (timed out: %v); cold refuses the state directory at once (125); output: %s", err, ctx.Err() != nil, b)
 	}
 }
+
+// TestRedteam2ResidentConfinedServer (holds): the nonce keeps a
+// Landlock-confined caller from an unconfined server; the reverse must
+// hold too. A same-uid process confined by Landlock that may write the
+// state directory (an agent allowed its home: ~/.local/state/cordon is
+// the default state directory) runs `cordon pool serve --exec 1` there:
+// its warm processes run the genuine binary as the caller's uid, and the
+// client reads their nonce (an unconfined process may ptrace-read a
+// confined one). Were the caller served, its argv, environment, streams
+// and working directory would go into the confinement's domain. It is
+// not: the confined warm process cannot read the caller's
+// /proc/PID/ns/* (ptrace access, which Landlock denies across domains),
+// so checkPeer declines and the caller starts cold.
+func TestRedteam2ResidentConfinedServer(t *testing.T) {
+	state := t.TempDir()
+	exe, _ := os.Executable()
+	allow := strings.Join([]string{"/usr", "/bin", "/lib", "/lib64", "/etc", "/proc", "/dev", "/sys", "/tmp", exe, state}, ":")
+	startResidentUnder(t, state, 1, "rt-landlock", allow)
+	cmd := residentCmd(t, "exec", "--stats", "--state", state, "--", "echo", "ran")
+	cmd.Env = append(cmd.Env, "RT2_SECRET=caller-api-key")
+	r := runCmd(t, cmd)
+	if r.code != 0 || r.stdout != "ran\n" || strings.Contains(r.stderr, servedLine) {
+		t.Fatalf("an unconfined caller on a Landlock-confined server's socket: exit %d, stdout %q (cold: 0, \"ran\"), stderr: %s", r.code, r.stdout, r.stderr)
+	}
+}
