@@ -274,3 +274,33 @@ func TestRedteam2ResidentConfinedServer(t *testing.T) {
 		t.Fatalf("an unconfined caller on a Landlock-confined server's socket: exit %d, stdout %q (cold: 0, \"ran\"), stderr: %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestRedteam2ResidentIgnoredSignals (S5): signals the caller ignores are
+// ignored by a cold cordon's program too (SIG_IGN survives exec, and Go's
+// runtime leaves SIGHUP and SIGINT ignored when they were at its start):
+// `nohup cordon exec -- PROG` runs PROG immune to hangups. A served run
+// has the warm process's dispositions instead: /proc/PID/status SigIgn
+// is not compared, nor passed on.
+func TestRedteam2ResidentIgnoredSignals(t *testing.T) {
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	startResident(t, state, 1)
+	link := cordonLink(t)
+	got := map[string]string{}
+	for _, mode := range []string{handoff.Off, "on"} {
+		waitWarm(t, state)
+		cmd := exec.Command(nohup, link, "exec", "--stats", "--state", state, "--", "sh", "-c", "grep SigIgn /proc/self/status")
+		cmd.Env = append(residentCmd(t).Env, "CORDON_RESIDENT="+mode)
+		r := runCmd(t, cmd)
+		if r.code != 0 || strings.Contains(r.stderr, servedLine) != (mode == "on") {
+			t.Fatalf("CORDON_RESIDENT=%s: exit %d, stderr %s", mode, r.code, r.stderr)
+		}
+		got[mode] = strings.TrimSpace(r.stdout)
+	}
+	if got["on"] != got[handoff.Off] {
+		t.Fatalf("under nohup, the program's ignored signals: cold %q, served %q", got[handoff.Off], got["on"])
+	}
+}
