@@ -7,11 +7,14 @@ package main
 // 5302a3f), and pass once the finding is fixed.
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +24,70 @@ import (
 
 	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
 )
+
+func init() { testCommands["rt2-spy"] = rt2Spy }
+
+// rt2Spy ("rt2-spy STATE SECRET OUT", run under rt-landlock) is a
+// confined process that starts `cordon pool serve --exec 1` on STATE and
+// reads its warm processes' memory (/proc/PID/mem: processes of one
+// Landlock domain may ptrace each other) until it finds SECRET; then it
+// writes OUT.
+func rt2Spy() {
+	state, secret, out := os.Args[1], []byte(os.Args[2]), os.Args[3]
+	exe, err := os.Executable()
+	if err != nil {
+		os.Exit(120)
+	}
+	srv := exec.Command(exe, "pool", "serve", "--state", state, "--size", "1", "--exec", "1")
+	srv.Args[0] = "cordon"
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "rt2-spy:", err)
+		os.Exit(120)
+	}
+	for {
+		for _, pid := range findProc("cordon\x00pool\x00warm\x00--state\x00" + state + "\x00") {
+			if rt2MemHas(pid, secret) {
+				_ = os.WriteFile(out, []byte(strconv.Itoa(pid)), 0o600)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// rt2MemHas reports whether process pid's writable memory holds b.
+func rt2MemHas(pid int, b []byte) bool {
+	maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return false
+	}
+	mem, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mem")
+	if err != nil {
+		return false
+	}
+	defer mem.Close()
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasPrefix(f[1], "rw") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end-start > 256<<20 {
+			continue
+		}
+		buf := make([]byte, end-start)
+		n, _ := mem.ReadAt(buf, int64(start))
+		if bytes.Contains(buf[:n], b) {
+			return true
+		}
+	}
+	return false
+}
 
 const rt2Grants = `{"type":"cordon.grants.v1","code":"untrusted","tenancy":"single","confidential":false,"exec":{"allow":[{"name":"sh"},{"name":"echo"}]}}`
 
@@ -302,5 +369,54 @@ func TestRedteam2ResidentIgnoredSignals(t *testing.T) {
 	}
 	if got["on"] != got[handoff.Off] {
 		t.Fatalf("under nohup, the program's ignored signals: cold %q, served %q", got[handoff.Off], got["on"])
+	}
+}
+
+// TestRedteam2ResidentSecretsBeforeChecks (S6): the client sends its
+// argv, environment and four descriptors as soon as a warm process says
+// "ready" and its nonce can be read, and the warm process checks the
+// caller (checkPeer) only after it has received them all. A same-uid
+// process confined by Landlock that may write the state directory (an
+// agent allowed its home: ~/.local/state/cordon is the default) runs
+// `cordon pool serve --exec 1` there: the genuine binary, as the caller's
+// uid, whose nonce an unconfined caller can read. Such a warm process
+// declines the caller (it cannot read the caller's /proc/PID/ns/*), but
+// only after the caller's secrets are in its memory, where the confined
+// process that started it (same Landlock domain, its ancestor) reads
+// them; it could as well take the caller's stdin, stdout and stderr with
+// pidfd_getfd. A caller must hand nothing to a warm process that it has
+// not first checked is in its own domain (one it can ptrace-read is not
+// enough: the warm process must be able to ptrace-read it back).
+func TestRedteam2ResidentSecretsBeforeChecks(t *testing.T) {
+	state := t.TempDir()
+	exe, _ := os.Executable()
+	found := filepath.Join(state, "found")
+	allow := strings.Join([]string{"/usr", "/bin", "/lib", "/lib64", "/etc", "/proc", "/dev", "/sys", "/tmp", exe, state}, ":")
+	secret := "RT2_SECRET=caller-api-key-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	spy := exec.Command(exe, allow, exe, "rt2-spy", state, secret, found)
+	spy.Args[0] = "rt-landlock"
+	spy.Env = residentCmd(t).Env
+	if err := spy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = residentCmd(t, "pool", "stop", "--state", state).Run()
+		_ = spy.Process.Kill()
+		_ = spy.Wait()
+	})
+	waitFor(t, 30*time.Second, "no socket", func() bool {
+		_, err := os.Stat(filepath.Join(state, "pool", handoff.SocketName))
+		return err == nil
+	})
+	waitWarm(t, state)
+	cmd := residentCmd(t, "exec", "--stats", "--state", state, "--", "echo", "ran")
+	cmd.Env = append(cmd.Env, secret)
+	r := runCmd(t, cmd)
+	if r.code != 0 || r.stdout != "ran\n" {
+		t.Fatalf("the caller: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	time.Sleep(time.Second)
+	if pid, err := os.ReadFile(found); err == nil {
+		t.Fatalf("the caller's environment (%s) was read by the confined spy in warm process %s's memory; the caller: %s", secret, pid, r.stderr)
 	}
 }
