@@ -328,7 +328,8 @@ func TestRedteam2ResidentDeclinedAfterReadingInputs(t *testing.T) {
 // and working directory would go into the confinement's domain. It is
 // not: the confined warm process cannot read the caller's
 // /proc/PID/ns/* (ptrace access, which Landlock denies across domains),
-// so checkPeer declines and the caller starts cold.
+// so checkPeer declines and the caller starts cold. (What it received
+// before it declined is S6: TestRedteam2ResidentSecretsBeforeChecks.)
 func TestRedteam2ResidentConfinedServer(t *testing.T) {
 	state := t.TempDir()
 	exe, _ := os.Executable()
