@@ -25,7 +25,39 @@ import (
 	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
 )
 
-func init() { testCommands["rt2-spy"] = rt2Spy }
+func init() {
+	testCommands["rt2-spy"] = rt2Spy
+	testCommands["rt2-fill"] = rt2Fill
+}
+
+// rt2Fill ("rt2-fill SOCK") fills the listen queue of SOCK (twice, so
+// that a warm process holds one connection), prints how many connections
+// it holds, and holds them until killed.
+func rt2Fill() {
+	n := rt2FillQueue(os.Args[1])
+	time.Sleep(300 * time.Millisecond)
+	n += rt2FillQueue(os.Args[1])
+	fmt.Println(n)
+	select {}
+}
+
+// rt2FillQueue connects to sock, non-blocking, until the listener's queue
+// is full (EAGAIN), and returns how many connections it made; they stay
+// open.
+func rt2FillQueue(sock string) int {
+	n := 0
+	for ; n < 1000; n++ {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+			unix.Close(fd)
+			break
+		}
+	}
+	return n
+}
 
 // rt2Spy ("rt2-spy STATE SECRET OUT", run under rt-landlock) is a
 // confined process that starts `cordon pool serve --exec 1` on STATE and
@@ -419,5 +451,57 @@ func TestRedteam2ResidentSecretsBeforeChecks(t *testing.T) {
 	time.Sleep(time.Second)
 	if pid, err := os.ReadFile(found); err == nil {
 		t.Fatalf("the caller's environment (%s) was read by the confined spy in warm process %s's memory; the caller: %s", secret, pid, r.stderr)
+	}
+}
+
+// TestRedteam2ResidentConfinedFillerBlocksCallers (S2, confined): the
+// queue is filled by a process confined by Landlock to its own binary
+// and the system's libraries (every ABI 1 filesystem right handled; the
+// state directory is not among them): connecting to a pathname socket is
+// none of those rights. Every unconfined cordon exec on the
+// state directory then blocks in connect(2).
+func TestRedteam2ResidentConfinedFillerBlocksCallers(t *testing.T) {
+	state := t.TempDir()
+	startResident(t, state, 1)
+	exe, _ := os.Executable()
+	sock := filepath.Join(state, "pool", handoff.SocketName)
+	allow := strings.Join([]string{"/lib", "/lib64", "/usr/lib", exe}, ":") // not the state directory
+	filler := exec.Command(exe, allow, exe, "rt2-fill", sock)
+	filler.Args[0] = "rt-landlock"
+	var ferr strings.Builder
+	filler.Stderr = &ferr
+	stdout, err := filler.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := filler.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = filler.Process.Kill()
+		_ = filler.Wait()
+	})
+	var line [16]byte
+	n, _ := stdout.Read(line[:])
+	if held, err := strconv.Atoi(strings.TrimSpace(string(line[:n]))); err != nil || held < 129 {
+		t.Fatalf("the confined filler held %q connections: %s", line[:n], ferr.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	cmd := residentCmd(t, "exec", "--state", state, "--", "true")
+	caller := exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	caller.Args[0], caller.Env = "cordon", cmd.Env
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	caller.Stdout, caller.Stderr = out, out
+	start := time.Now()
+	err = caller.Run()
+	if took := time.Since(start); err != nil || took > 3*time.Second {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("cordon exec with the queue of %s filled by a Landlock-confined process: %v after %s (cold takes well under 3 s): %s",
+			sock, err, took.Round(time.Millisecond), b)
 	}
 }
