@@ -328,7 +328,6 @@ func hasNUL(s string) bool { return indexByte(s, 0) >= 0 }
 
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 
-
 func appendDecimal(b []byte, n int) []byte {
 	if n == 0 {
 		return append(b, '0')
