@@ -94,6 +94,11 @@ func runExec(e *env, args []string) error {
 	if len(argv) == 0 {
 		return &usageError{msg: "exec: no program given", hint: "usage: cordon exec [flags] -- PROGRAM [ARG…]"}
 	}
+	if e.served != nil { // a resident server's warm process: nothing is read or written before this
+		if err := e.served.admit(*stateDir); err != nil {
+			return err
+		}
+	}
 	refuse := func(err error) error { return &refusal{code: sandbox.ExitRefused, err: err} }
 
 	gsBytes, gsName := defaultExecGrants, "the embedded default grant set"
@@ -171,11 +176,6 @@ func runExec(e *env, args []string) error {
 		return &usageError{msg: "exec: --pool with --receipt needs --journal", hint: "the journal's pool.claim entry records the idle energy the run is charged with"}
 	}
 	phase.Add("exec: flags and grants")
-	if e.served != nil { // a resident server's warm process: nothing is written before this
-		if err := e.served.admit(*stateDir); err != nil {
-			return err
-		}
-	}
 	state, err := execStateDir(*stateDir)
 	if err != nil {
 		return refuse(fmt.Errorf("exec: %w", err))
@@ -371,10 +371,10 @@ func runExec(e *env, args []string) error {
 	case res.OutputsErr != nil:
 		fmt.Fprintf(e.stderr, "cordon: error: exec: outputs not copied back, the workspace is unchanged: %s\n", oneLine(res.OutputsErr.Error()))
 	}
-	if *stats && e.served != nil {
+	if *stats && !*asJSON && e.served != nil {
 		fmt.Fprintf(e.stderr, "cordon: exec: served by a warm process (pid %d) of the resident exec server\n", os.Getpid())
 	}
-	if *stats && poolNote != nil && poolNote.note() != "" {
+	if *stats && poolNote != nil && poolNote.note() != "" && !(*asJSON && e.served != nil && !*usePool) {
 		fmt.Fprintln(e.stderr, "cordon: pool: "+poolNote.note())
 	}
 	if *stats && *asJSON {

@@ -226,7 +226,8 @@ func poolWarm(e *env, args []string) error {
 	}
 	// The server's going away (even by kill -9) ends this process, and a
 	// run it serves, as a signal to a cold cordon does.
-	unix.CloseOnExec(5) // not the sandbox's
+	unix.CloseOnExec(3) // neither is the sandbox's
+	unix.CloseOnExec(5)
 	go func() {
 		life := os.NewFile(5, "lifeline")
 		_, _ = io.Copy(io.Discard, life)
@@ -302,9 +303,16 @@ func poolWarm(e *env, args []string) error {
 func serveHandoff(conn *os.File, cfd int, s *servedExec) (served bool) {
 	answer := func(line string) { _, _ = conn.Write([]byte(line + "\n")) }
 	decline := func(why string) { answer("decline " + oneLine(why)) }
+	// The caller is checked before it is told to send anything: a warm
+	// process that cannot read the caller's /proc (one confined where
+	// the caller is not) never asks for its command line and environment.
+	peer, err := checkPeer(cfd, s.ours)
+	if err != nil {
+		decline(err.Error())
+		return false
+	}
+	defer peer.close()
 	answer("ready " + strconv.Itoa(os.Getpid()))
-	// The request (bounded in size and time), then the checks, so that a
-	// caller that is declined has sent it and reads why.
 	nonce, args, environ, files, err := readHandoff(cfd)
 	if err != nil {
 		decline(err.Error())
@@ -320,23 +328,22 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) (served bool) {
 		decline("the request does not carry this warm process's nonce (/proc/PID/environ)")
 		return false
 	}
-	peer, err := checkPeer(cfd, s.ours)
-	if err != nil {
-		decline(err.Error())
-		return false
-	}
-	defer peer.close()
 	if len(args) < 2 || args[1] != "exec" {
 		decline("not an exec command line")
 		return false
 	}
-	if _, ok := handoff.StateFlag(args[2:]); !ok {
+	wd, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(files[3].Fd())))
+	if err != nil {
+		decline("the working directory: " + err.Error())
+		return false
+	}
+	if _, ok := handoff.StateFlag(args[2:], wd); !ok {
 		decline("a command line the hand-off does not take (an unknown flag, or a path that may name the process's own files)")
 		return false
 	}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		if slices.Contains(handoff.ProcessFileEnv, k) && handoff.NamesProcessFile(v) {
+		if slices.Contains(handoff.ProcessFileEnv, k) && handoff.NamesProcessFile(v, wd) {
 			decline("$" + k + " may name the process's own files")
 			return false
 		}
@@ -433,14 +440,18 @@ func (c *callerStream) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// handoffRequestWait bounds how long a warm process waits for the
+// request after its "ready": a caller sends it at once.
+const handoffRequestWait = time.Second
+
 // readHandoff reads the caller's request: its arguments, environment and
 // four descriptors (stdin, stdout, stderr, working directory), within
-// firstRequestWait.
+// handoffRequestWait.
 func readHandoff(cfd int) (nonce string, args, env []string, files []*os.File, err error) {
 	// Each read waits at most what is left of firstRequestWait: a
 	// socket's receive timeout is not restarted after a signal (the
 	// runtime's preemption), so EINTR is retried here.
-	deadline := time.Now().Add(firstRequestWait)
+	deadline := time.Now().Add(handoffRequestWait)
 	timed := func(read func() error) error {
 		for {
 			left := time.Until(deadline)
@@ -464,7 +475,7 @@ func readHandoff(cfd int) (nonce string, args, env []string, files []*os.File, e
 		return err
 	})
 	if errors.Is(err, unix.EAGAIN) {
-		return "", nil, nil, nil, fmt.Errorf("no request within %s", firstRequestWait)
+		return "", nil, nil, nil, fmt.Errorf("no request within %s", handoffRequestWait)
 	}
 	if err != nil {
 		return "", nil, nil, nil, fmt.Errorf("reading the request: %w", err)
@@ -612,10 +623,10 @@ func checkPeer(cfd int, ours map[string]string) (*peer, error) {
 // namespace, the root directory, the cgroups (a run's cgroup is made
 // under its cordon's own), the resource limits, the scheduling policy,
 // real-time priority and nice value, the CPU and memory-node sets, the
-// OOM score adjustment, the audit login and session, the LSM label and
-// the personality.
+// OOM score adjustment, the audit login and session, the ignored
+// signals, the LSM label and the personality.
 var residentKeys = []string{
-	"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Seccomp_filters", "TracerPid",
+	"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Seccomp_filters", "TracerPid", "SigIgn",
 	"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Cpus_allowed_list", "Mems_allowed_list",
 	"ns/cgroup", "ns/ipc", "ns/mnt", "ns/net", "ns/pid", "ns/time", "ns/user", "ns/uts",
 	"root", "cgroup", "limits", "nice", "policy", "rt_priority", "oom_score_adj", "loginuid", "sessionid",
@@ -637,7 +648,7 @@ func residentContext(who string) (map[string]string, error) {
 			m[k] = strings.Join(strings.Fields(v), " ")
 		}
 	}
-	for _, k := range []string{"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "TracerPid", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Umask"} {
+	for _, k := range []string{"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "TracerPid", "SigIgn", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Umask"} {
 		if _, ok := m[k]; !ok {
 			return nil, fmt.Errorf("%s/status has no %s line", dir, k)
 		}

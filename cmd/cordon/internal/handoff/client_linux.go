@@ -35,12 +35,16 @@ func try() (code int, note string) {
 	if Getenv(env, "CORDON_RESIDENT") == Off {
 		return -1, ""
 	}
-	flag, ok := StateFlag(args[2:])
+	wd, err := syscall.Getwd()
+	if err != nil {
+		return -1, ""
+	}
+	flag, ok := StateFlag(args[2:], wd)
 	if !ok {
 		return -1, ""
 	}
 	for _, name := range ProcessFileEnv {
-		if NamesProcessFile(Getenv(env, name)) {
+		if NamesProcessFile(Getenv(env, name), wd) {
 			return -1, ""
 		}
 	}
@@ -75,13 +79,18 @@ func try() (code int, note string) {
 		return -1, "note: exec: ignoring the resident exec server's " + dir + "/" + SocketName + ": not this uid's own socket; starting cold"
 	}
 	sock := "/proc/self/fd/" + string(appendDecimal(nil, dfd)) + "/" + SocketName
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	// A non-blocking connect: a listener whose queue is full (however it
+	// filled) sends the caller cold at once instead of holding it.
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return -1, ""
 	}
 	defer syscall.Close(fd)
 	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
-		return -1, "" // nothing serves there (a stale socket): cold
+		return -1, "" // nothing serves there (a stale socket), or its queue is full: cold
+	}
+	if err := syscall.SetNonblock(fd, false); err != nil {
+		return -1, ""
 	}
 	cred, err := syscall.GetsockoptUcred(fd, syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	if err != nil || int(cred.Uid) != euid {
@@ -109,6 +118,11 @@ func try() (code int, note string) {
 	}
 	if !ok || !sameBinary(pid) {
 		return -1, "note: exec: the resident exec server at " + dir + " answered " + quote(line) + "; starting cold"
+	}
+	// What the caller sends (its command line, environment, streams) goes
+	// only to a warm process no more confined or watched than itself.
+	if why := sameContext(pid); why != "" {
+		return -1, "note: exec: ignoring the resident exec server's warm process (pid " + line[6:] + "): its " + why + " is not this process's; starting cold"
 	}
 	nonce, ok := readNonce(pid)
 	if !ok {
@@ -180,6 +194,74 @@ func sameBinary(pid int) bool {
 		return false
 	}
 	return mine.Dev == theirs.Dev && mine.Ino == theirs.Ino
+}
+
+// sameContext names what of process pid's confinement differs from this
+// process's ("" when nothing does): no_new_privs, seccomp, the bounding
+// set, a tracer (it must have none), every namespace, the root
+// directory and the cgroups. (Its ids may show another uid: the warm
+// process's main thread may have made a sandbox's user namespace.)
+func sameContext(pid int) string {
+	them := "/proc/" + string(appendDecimal(nil, pid))
+	st, ok1 := readAll(them+"/status", 64<<10)
+	mine, ok2 := readAll("/proc/self/status", 64<<10)
+	if !ok1 || !ok2 {
+		return "status"
+	}
+	if statusLine(st, "TracerPid") != "0" {
+		return "tracer"
+	}
+	for _, k := range []string{"NoNewPrivs", "Seccomp", "Seccomp_filters", "CapBnd"} {
+		if statusLine(st, k) != statusLine(mine, k) {
+			return k
+		}
+	}
+	for _, ns := range []string{"cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts"} {
+		a, erra := readlink(them + "/ns/" + ns)
+		b, errb := readlink("/proc/self/ns/" + ns)
+		if erra != errb || a != b {
+			return "ns/" + ns
+		}
+	}
+	var a, b syscall.Stat_t
+	if syscall.Stat(them+"/root", &a) != nil || syscall.Stat("/proc/self/root", &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+		return "root"
+	}
+	ca, oka := readAll(them+"/cgroup", 64<<10)
+	cb, okb := readAll("/proc/self/cgroup", 64<<10)
+	if !oka || !okb || string(ca) != string(cb) {
+		return "cgroup"
+	}
+	return ""
+}
+
+// statusLine is the value of a /proc/PID/status line ("" when none).
+func statusLine(status []byte, key string) string {
+	start := 0
+	for i := 0; i <= len(status); i++ {
+		if i < len(status) && status[i] != '\n' {
+			continue
+		}
+		line := string(status[start:i])
+		start = i + 1
+		if hasPrefix(line, key+":") {
+			v := line[len(key)+1:]
+			for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+				v = v[1:]
+			}
+			return v
+		}
+	}
+	return ""
+}
+
+func readlink(path string) (string, error) {
+	buf := make([]byte, 256)
+	n, err := syscall.Readlink(path, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 // readNonce reads the nonce in process pid's initial environment

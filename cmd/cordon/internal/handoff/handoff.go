@@ -180,14 +180,15 @@ var (
 	BoolFlags  = []string{"json", "pool", "pool-fallback-cold", "stats"}
 )
 
-// StateFlag scans exec's flags (the arguments after "exec") as the flag
+// StateFlag scans exec's flags (the arguments after "exec", run in the
+// directory cwd) as the flag
 // package parses them, and returns the last --state value ("" when none
 // is given). It fails on anything it does not know (a flag not in
 // ValueFlags or BoolFlags, help, a missing value), and on a flag value
 // that may name one of the caller's own descriptors or its /proc
 // (NamesProcessFile); the caller then starts cold, where the flag
 // package, or the file, says what it is.
-func StateFlag(flags []string) (string, bool) {
+func StateFlag(flags []string, cwd string) (string, bool) {
 	state := ""
 	for i := 0; i < len(flags); i++ {
 		s := flags[i]
@@ -222,7 +223,7 @@ func StateFlag(flags []string) (string, bool) {
 			i++
 			value = flags[i]
 		}
-		if NamesProcessFile(value) {
+		if NamesProcessFile(value, cwd) {
 			return "", false
 		}
 		if name == "state" {
@@ -232,19 +233,38 @@ func StateFlag(flags []string) (string, bool) {
 	return state, true
 }
 
-// NamesProcessFile reports whether a path may name a file of the process
-// that opens it — /dev/stdin, /dev/fd/N, /proc/self/…: anything under
-// /dev or /proc, a relative path that starts there (the working
-// directory may be /), or any path with a ".." — which a warm process
-// would open as its own, not the caller's. (A symbolic link to one is
-// not seen: docs/sandbox.md, "Resident exec server".)
-func NamesProcessFile(p string) bool {
-	for _, d := range []string{"dev", "proc"} {
-		if p == "/"+d || hasPrefix(p, "/"+d+"/") || p == d || hasPrefix(p, d+"/") {
+// NamesProcessFile reports whether a path, relative to the directory
+// cwd when it is not absolute, may name a file of the process that opens
+// it — /dev/stdin, /dev/fd/N, /proc/self/…: anything under /dev or /proc
+// however it is spelt (//dev, /./proc, fd/3 in /dev), or any path with a
+// ".." — which a warm process would open as its own, not the caller's.
+// (A symbolic link to one is not seen: docs/sandbox.md, "Resident exec
+// server".)
+func NamesProcessFile(p, cwd string) bool {
+	if p == "" {
+		return false
+	}
+	if p[0] != '/' {
+		p = cwd + "/" + p
+	}
+	first := ""
+	for start, i := 0, 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		c := p[start:i]
+		start = i + 1
+		switch c {
+		case "", ".":
+			continue
+		case "..":
 			return true
 		}
+		if first == "" {
+			first = c
+		}
 	}
-	return contains2(p, "..")
+	return first == "dev" || first == "proc"
 }
 
 // ProcessFileEnv names the variables cordon exec reads a path from
@@ -307,16 +327,6 @@ func indexByte(s string, c byte) int {
 func hasNUL(s string) bool { return indexByte(s, 0) >= 0 }
 
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
-
-// contains2 reports whether s contains sub.
-func contains2(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
-}
 
 func appendDecimal(b []byte, n int) []byte {
 	if n == 0 {

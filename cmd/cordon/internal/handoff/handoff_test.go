@@ -132,11 +132,11 @@ func TestStateFlag(t *testing.T) {
 		{[]string{"--=x"}, "", false},
 		{[]string{"--grants", "/dev/stdin", "true"}, "", false},
 		{[]string{"--grants=/proc/self/fd/3", "true"}, "", false},
-		{[]string{"--key", "dev/fd/0", "true"}, "", false},
+		{[]string{"--key", "../../dev/fd/0", "true"}, "", false},
 		{[]string{"--in", "../x", "true"}, "", false},
 		{[]string{"--workspace", "/home/me/dev/proj", "--", "true"}, "", true}, // not under /dev
 	} {
-		state, ok := StateFlag(c.args)
+		state, ok := StateFlag(c.args, "/home/me")
 		if state != c.state || ok != c.ok {
 			t.Errorf("StateFlag(%q) = %q, %v; want %q, %v", c.args, state, ok, c.state, c.ok)
 		}
@@ -172,21 +172,19 @@ func TestStateDirAndGetenv(t *testing.T) {
 }
 
 func TestNamesProcessFile(t *testing.T) {
-	for p, want := range map[string]bool{
-		"/dev/stdin": true, "/dev": true, "/proc/self/fd/0": true, "proc/self/environ": true, "dev/fd/3": true,
-		"a/../b": true, "/tmp/../dev/stdin": true, "..": true,
-		"": false, "/tmp/g.json": false, "grants.json": false, "/home/me/dev/x": false, "devices/x": false, "/devx": false,
+	for _, c := range []struct {
+		p, cwd string
+		want   bool
+	}{
+		{"/dev/stdin", "/", true}, {"/dev", "/", true}, {"/proc/self/fd/0", "/", true},
+		{"proc/self/environ", "/", true}, {"fd/3", "/dev", true}, {"self/fd/3", "/proc", true},
+		{"//dev/fd/3", "/", true}, {"/./dev/fd/3", "/", true}, {"///proc/self/fd/3", "/", true}, {"/.//proc/self", "/", true},
+		{"a/../b", "/", true}, {"/tmp/../dev/stdin", "/", true}, {"..", "/", true},
+		{"", "/", false}, {"/tmp/g.json", "/", false}, {"grants.json", "/home/me", false}, {"/home/me/dev/x", "/", false},
+		{"dev/fd/0", "/home/me", false}, {"devices/x", "/", false}, {"/devx", "/", false},
 	} {
-		if got := NamesProcessFile(p); got != want {
-			t.Errorf("NamesProcessFile(%q) = %v, want %v", p, got, want)
-		}
-	}
-}
-
-func TestWait(t *testing.T) {
-	for v, want := range map[string]int{"": ReadyWait, "250": 250, "0": ReadyWait, "10001": ReadyWait, "x": ReadyWait, "1": 1, "10000": 10000} {
-		if got := Wait([]string{WaitEnv + "=" + v}); got != want {
-			t.Errorf("%s=%q: %d, want %d", WaitEnv, v, got, want)
+		if got := NamesProcessFile(c.p, c.cwd); got != c.want {
+			t.Errorf("NamesProcessFile(%q, %q) = %v, want %v", c.p, c.cwd, got, c.want)
 		}
 	}
 }
