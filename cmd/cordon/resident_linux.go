@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -387,6 +388,16 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) (served bool) {
 		}
 	}
 	unix.Umask(peer.umask)
+	// Signal 32, which Go leaves alone: ignored where the caller ignores
+	// it, so that the program inherits it as from a cold cordon.
+	act := [4]uintptr{} // struct sigaction: SIG_DFL
+	if peer.ignore32 {
+		act[0] = 1 // SIG_IGN
+	}
+	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, 32, uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); e != 0 {
+		decline("signal 32: " + e.Error())
+		return served
+	}
 	// The context was checked when the caller connected; that it is
 	// still the caller (a process identity, not a reused pid) is checked
 	// now that its /proc files have been read.
@@ -548,9 +559,10 @@ func readHandoff(cfd int) (nonce string, args, env []string, files []*os.File, e
 // peer is the caller: its pid, a pidfd that pins it, and the file mode
 // mask its files are made with.
 type peer struct {
-	pid   int
-	pidfd int
-	umask int
+	pid      int
+	pidfd    int
+	umask    int
+	ignore32 bool // the caller ignores real-time signal 32
 }
 
 func (p *peer) close() { unix.Close(p.pidfd) }
@@ -607,6 +619,18 @@ func checkPeer(cfd int, ours map[string]string) (*peer, error) {
 			return fail(fmt.Errorf("the caller's %s differs from the server's (%q, %q)", k, theirs[k], ours[k]))
 		}
 	}
+	// Ignored signals: Go's runtime keeps an inherited SIG_IGN only for
+	// SIGHUP and SIGINT (nohup) and the real-time signal 32, which it
+	// does not use; those pass to a cold cordon's program. SIGHUP and
+	// SIGINT must be the server's; signal 32's is taken on below; any
+	// other difference is declined.
+	ti, err1 := strconv.ParseUint(theirs["SigIgn"], 16, 64)
+	oi, err2 := strconv.ParseUint(ours["SigIgn"], 16, 64)
+	const rt32 = 1 << 31
+	if err1 != nil || err2 != nil || ti&^rt32 != oi&^rt32 {
+		return fail(fmt.Errorf("the caller's ignored signals (SigIgn %s) differ from the server's (%s)", theirs["SigIgn"], ours["SigIgn"]))
+	}
+	p.ignore32 = ti&rt32 != 0
 	um, err := strconv.ParseUint(theirs["Umask"], 8, 32)
 	if err != nil || um > 0o777 {
 		return fail(errors.New("the caller's file mode mask is unreadable"))
@@ -626,7 +650,7 @@ func checkPeer(cfd int, ours map[string]string) (*peer, error) {
 // OOM score adjustment, the audit login and session, the ignored
 // signals, the LSM label and the personality.
 var residentKeys = []string{
-	"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Seccomp_filters", "TracerPid", "SigIgn",
+	"Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Seccomp_filters", "TracerPid",
 	"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "Cpus_allowed_list", "Mems_allowed_list",
 	"ns/cgroup", "ns/ipc", "ns/mnt", "ns/net", "ns/pid", "ns/time", "ns/user", "ns/uts",
 	"root", "cgroup", "limits", "nice", "policy", "rt_priority", "oom_score_adj", "loginuid", "sessionid",
