@@ -16,12 +16,16 @@
 // The hand-off is tried only when nothing could differ: it is skipped
 // (cordon starts cold) unless the first argument is "exec", the
 // environment does not set CORDON_RESIDENT=off, the exec flags before
-// the program are ones this package knows, no standard stream is a
-// terminal, and the state directory's pool directory and socket are the
-// caller's own (uid and mode) and served by a process of the caller's
-// uid. The server declines (and cordon starts cold) unless the caller
-// runs with exactly its credentials, namespaces, root, cgroups, limits
-// and confinement, and names the same state directory.
+// the program are ones this package knows and name no file of the
+// process's own (/dev, /proc), no standard stream is a terminal or
+// non-blocking, the state directory's pool directory and socket are the
+// caller's own (uid and mode), the listener and the warm process run
+// this same executable and are no more confined than the caller, a warm
+// process answers within ReadyWait, and the caller can read its nonce
+// (which only a process that may ptrace-read it can). The server
+// declines (and cordon starts cold) unless the caller runs with exactly
+// its credentials, namespaces, root, cgroups, limits and confinement,
+// carries its nonce, and names the same state directory.
 //
 // The code here runs before the os package is initialised, so it uses
 // only syscall, and byte loops instead of strings.
