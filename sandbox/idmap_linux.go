@@ -364,9 +364,8 @@ func checkUncgrouped(s *Spec, why error) error {
 // whole tree: CPU time in user and system mode, and the peak resident
 // size of the largest one of them (not of all together, as a cgroup's
 // peak is).
-func rusageStats(ps *os.ProcessState, res *Result) {
-	ru, ok := ps.SysUsage().(*syscall.Rusage)
-	if !ok {
+func rusageStats(ru *syscall.Rusage, res *Result) {
+	if ru == nil {
 		return
 	}
 	res.CPUNanos = syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)

@@ -22,6 +22,9 @@ import (
 // init turns this process into the sandbox's init when it was started as
 // one. It runs before main and never returns in that case.
 func init() {
+	if len(os.Args) == 1 && os.Args[0] == SpawnerArg0 {
+		os.Exit(spawnerMain()) // spawn_linux.go
+	}
 	if len(os.Args) == 0 || os.Args[0] != InitArg0 {
 		return
 	}

@@ -43,7 +43,7 @@ type Sandbox struct {
 	hostBase int
 	ids      *rootlessIDs  // a rootless run's ids (idmap_linux.go), or nil as root
 	cg       *cgroup.Group // nil in a rootless run without cgroup limits (CgroupLimits)
-	cmd      *exec.Cmd     // sandbox init
+	proc     initProc      // sandbox init (spawn_linux.go)
 	img      *imageRoot    // the image runtime (image_linux.go); nil: the host's
 	ctl      *os.File      // parent → init: 'g', then EOF (protocol.go)
 	msgs     <-chan initMessage
@@ -374,7 +374,6 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	if sb.ids != nil {
 		cmd.Args = []string{InitArg0, rootlessWait, strconv.Itoa(2 + len(files))}
 	}
-	sb.cmd = cmd
 
 	// Decide the program while the kernel creates init's namespaces.
 	var (
@@ -403,25 +402,39 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	// started from a goroutine that keeps its thread locked until the
 	// sandbox is undone: no other goroutine can end that thread. The
 	// goroutine never unlocks it, so it ends with the goroutine: it
-	// starts init as the run's owner (asNamespaceOwner).
+	// starts init as the run's owner (asNamespaceOwner). A spawner does
+	// the same in its own process (spawnInit), until release.
 	started := make(chan error, 1)
 	release := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+	var spawned *spawnedInit
+	if s.Spawner != nil {
 		sb.res.Start = time.Now()
-		phase.Add("create: starting init")
-		var err error
+		phase.Add("create: starting init (spawner)")
+		owner := -1
 		if sb.ids == nil {
-			err = asNamespaceOwner(sb.hostBase)
+			owner = sb.hostBase
 		}
-		if err == nil {
-			err = cmd.Start()
-		}
+		var err error
+		spawned, err = s.Spawner.start(cmd, owner)
 		started <- err
-		if err == nil {
-			<-release
-		}
-	}()
+	} else {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+			sb.res.Start = time.Now()
+			phase.Add("create: starting init")
+			var err error
+			if sb.ids == nil {
+				err = asNamespaceOwner(sb.hostBase)
+			}
+			if err == nil {
+				err = cmd.Start()
+			}
+			started <- err
+			if err == nil {
+				<-release
+			}
+		}()
+	}
 	err = <-started
 	phase.Add("create: init started")
 	if err == nil {
@@ -440,7 +453,13 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	if err != nil {
 		return refusedf("starting sandbox init: %v", err)
 	}
-	cu.Add(func() { close(release) })
+	if spawned != nil {
+		sb.proc = spawned
+		cu.Add(spawned.release)
+	} else {
+		sb.proc = execInit{cmd}
+		cu.Add(func() { close(release) })
+	}
 	if egress {
 		bridgeChild.Close()
 		wait := serveBridge(sb.ctx, bridgeParent, s.Egress)
@@ -450,13 +469,13 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	}
 	cu.Add(func() {
 		if !sb.waited {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			_ = sb.proc.kill()
+			_, _ = sb.proc.wait()
 		}
 	})
 
 	if sb.ids != nil {
-		if err := sb.ids.mapIDs(sb.ctx, cmd.Process.Pid); err != nil {
+		if err := sb.ids.mapIDs(sb.ctx, sb.proc.pid()); err != nil {
 			return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: rootless: mapping the sandbox's ids: %v", ErrUnavailable, err)}
 		}
 	}
@@ -524,7 +543,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	} else {
 		go func() {
 			defer close(added)
-			addErr = cg.Add(cmd.Process.Pid)
+			addErr = cg.Add(sb.proc.pid())
 		}()
 	}
 	cu.Add(func() { <-added })
@@ -573,7 +592,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	if err := sb.hook("ready"); err != nil {
 		return err
 	}
-	work, err := os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/root/work")
+	work, err := os.Open("/proc/" + strconv.Itoa(sb.proc.pid()) + "/root/work")
 	if err != nil {
 		return refusedf("opening the sandbox's /work: %v", err)
 	}
@@ -762,7 +781,7 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		if sb.cg != nil {
 			_ = sb.cg.Kill()
 		} else {
-			_ = sb.cmd.Process.Kill() // init is the PID namespace's init: all of it dies
+			_ = sb.proc.kill() // init is the PID namespace's init: all of it dies
 		}
 		readStats(sb.cg, res)
 		return res, nil
@@ -805,11 +824,9 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	phase.Add("wait: outputs")
 	sb.ctl.Close() // init exits on EOF (a second Close does nothing)
 	sb.waited = true
-	if err := sb.cmd.Wait(); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			return nil, refusedf("sandbox init: %v", err)
-		}
+	ru, err := sb.proc.wait()
+	if err != nil {
+		return nil, refusedf("sandbox init: %v", err)
 	}
 	phase.Add("wait: init exited")
 	if sb.relayed != nil {
@@ -818,7 +835,7 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		waitBounded(func() { <-sb.relayed }, 5*time.Second)
 	}
 	if sb.cg == nil {
-		rusageStats(sb.cmd.ProcessState, res)
+		rusageStats(ru, res)
 	}
 	return res, nil
 }

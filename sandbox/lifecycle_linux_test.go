@@ -52,8 +52,8 @@ type trace struct {
 func (tr *trace) record(sb *Sandbox, step string) {
 	tr.runID = sb.runID
 	tr.steps = append(tr.steps, step)
-	if sb.cmd != nil && sb.cmd.Process != nil && tr.pid == 0 {
-		tr.pid = sb.cmd.Process.Pid
+	if sb.proc != nil && tr.pid == 0 {
+		tr.pid = sb.proc.pid()
 		tr.startTime = procStartTime(tr.pid)
 	}
 }

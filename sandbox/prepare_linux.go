@@ -141,7 +141,7 @@ func (p *Prepared) Check() error {
 		return fmt.Errorf("sandbox: the prepared sandbox's init reported before it was started: %+v", m)
 	default:
 	}
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(sb.cmd.Process.Pid) + "/stat")
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(sb.proc.pid()) + "/stat")
 	if err != nil {
 		return fmt.Errorf("sandbox: the prepared sandbox's init: %w", err)
 	}
@@ -300,7 +300,7 @@ func (p *Prepared) Destroy() error {
 
 // InitPID is the host pid of the prepared sandbox's init (for tests and
 // the pool's health check).
-func (p *Prepared) InitPID() int { return p.sb.cmd.Process.Pid }
+func (p *Prepared) InitPID() int { return p.sb.proc.pid() }
 
 // claimDone is ctx.Done(), or nil (never ready) for a nil ctx.
 func claimDone(ctx context.Context) <-chan struct{} {

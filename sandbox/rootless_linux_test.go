@@ -330,7 +330,7 @@ func TestKnownLimitationRootlessCountersAreTheCallers(t *testing.T) {
 		return
 	}
 	h := startHog(t, newEscapeSpec(t))
-	if owner := nsOwner(t, h.sb.cmd.Process.Pid); owner != os.Geteuid() {
+	if owner := nsOwner(t, h.sb.proc.pid()); owner != os.Geteuid() {
 		t.Errorf("the run's user namespace is owned by host uid %d, want the caller's %d", owner, os.Geteuid())
 	}
 	if got := hostProbe(t, 0); !strings.Contains(got, "inotify EMFILE\n") { // 0: as this process's own uid

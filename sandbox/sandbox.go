@@ -227,6 +227,10 @@ type Spec struct {
 	// Control, if not nil, can freeze and thaw the running program
 	// (control.go); S2 and S3 with a cgroup only, and never a pooled run.
 	Control *Control
+	// Spawner, if not nil, starts init in place of this process
+	// (spawn_linux.go): a large process's fork is costly. S2 and S3, not
+	// Prepare.
+	Spawner *Spawner
 
 	// goEarly is set by Run only, when Start has nothing to stage (no
 	// workspace): Create then tells init to go with its configuration,

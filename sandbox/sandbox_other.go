@@ -41,6 +41,16 @@ func Offers() []tier.Tier { return nil }
 // (Probe and Create refuse), so no run here goes without a cgroup.
 func CgroupLimits() error { return nil }
 
+// Spawner starts sandbox init from a helper process; this system has
+// none.
+type Spawner struct{ _ [0]func() }
+
+// StartSpawner is not supported on this system.
+func StartSpawner() (*Spawner, error) { return nil, unsupported() }
+
+// Close has nothing to end on this system.
+func (*Spawner) Close() error { return nil }
+
 // Prepared is a prepared sandbox; this system has none.
 type Prepared struct{ _ [0]func() }
 

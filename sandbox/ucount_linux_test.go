@@ -205,7 +205,7 @@ func TestUcountsNotChargedToRoot(t *testing.T) {
 	s := newEscapeSpec(t)
 	s.Limits.Wall = 60 * time.Second
 	h := startHog(t, s)
-	if owner := nsOwner(t, h.sb.cmd.Process.Pid); owner != h.sb.hostBase {
+	if owner := nsOwner(t, h.sb.proc.pid()); owner != h.sb.hostBase {
 		t.Errorf("the run's user namespace is owned by host uid %d, want its base uid %d", owner, h.sb.hostBase)
 	}
 	root := hostProbe(t, 0)

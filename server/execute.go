@@ -16,6 +16,8 @@ import (
 	"github.com/cordon-dev/cordon/evidence/receipt"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/redact"
+	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/store"
 )
 
@@ -35,6 +37,10 @@ type RunnerExecutor struct {
 	Version  string
 	// Sandbox, when not nil, replaces the host's (tests).
 	Sandbox runner.Sandbox
+	// Spawner, when not nil and Sandbox is nil, starts the runs'
+	// sandboxes (sandbox.Spawner): this process's fork is then never
+	// paid per run.
+	Spawner *sandbox.Spawner
 	// Broker resolves the tenant's secrets a task names (delivery.go);
 	// nil: a task that names secrets fails.
 	Broker *broker.Broker
@@ -129,9 +135,13 @@ func (e *RunnerExecutor) Execute(ctx context.Context, run *store.Run) store.Outc
 	if err := os.MkdirAll(sandboxState, 0o700); err != nil {
 		return failed("sandbox state: %v", err)
 	}
+	sb := e.Sandbox
+	if sb == nil && e.Spawner != nil {
+		sb = session.HostSandbox{Spawner: e.Spawner}
+	}
 	out, err := runner.Run(ctx, runner.Config{
 		Workspace: ws, Manifest: m, Provider: p, Apply: true, Key: e.Key, SandboxState: sandboxState, Tenant: tenant,
-		Sandbox: e.Sandbox, Memory: memory.Options{NoGit: true}, Log: logf, Version: e.Version,
+		Sandbox: sb, Memory: memory.Options{NoGit: true}, Log: logf, Version: e.Version,
 		Env: deliv.Env, Inject: deliv.Inject, Repository: deliv.Repo, Redact: pool,
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/pgtest"
 	"github.com/cordon-dev/cordon/risk"
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -199,6 +200,16 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Broker: o.broker, AuditKey: sharedAuditKey(), Secrets: o.secrets, SecretsConfigured: o.configured}
 	if o.log != nil {
 		cfg.Log = slog.New(slog.NewJSONHandler(o.log, nil))
+	}
+	if o.real {
+		// As cordon serve runs them: the sandboxes started by a spawner.
+		// Registered before the server's cleanup, so closed after it.
+		sp, err := sandbox.StartSpawner()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sp.Close() })
+		cfg.Spawner = sp
 	}
 	s, err := server.New(cfg)
 	if err != nil {

@@ -6,12 +6,14 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/session"
 	"github.com/cordon-dev/cordon/store"
@@ -80,6 +83,19 @@ func TestLoad(t *testing.T) {
 	} else {
 		t.Logf("GOGC=%s", os.Getenv("GOGC"))
 	}
+	// The sandboxes start from a spawner, as in cordon serve, unless
+	// CORDON_LOAD_SPAWNER=off (this process forks each run's init).
+	var sp *sandbox.Spawner
+	if os.Getenv("CORDON_LOAD_SPAWNER") != "off" {
+		var err error
+		if sp, err = sandbox.StartSpawner(); err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Close()
+		t.Logf("the sandboxes start from a spawner (pid %d), as in cordon serve", sp.PID())
+	} else {
+		t.Log("CORDON_LOAD_SPAWNER=off: this process forks every run's sandbox init")
+	}
 	var ru0, rc0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &rc0)
@@ -92,12 +108,15 @@ func TestLoad(t *testing.T) {
 		}
 		t.Logf("CPU: this process (server, runner, clients) %s; its child processes (the sandboxes) %s; this process's minor page faults %d, voluntary and involuntary context switches %d, %d",
 			cpu(ru0, ru1).Round(time.Millisecond), cpu(rc0, rc1).Round(time.Millisecond), ru1.Minflt-ru0.Minflt, ru1.Nvcsw-ru0.Nvcsw, ru1.Nivcsw-ru0.Nivcsw)
+		if sp != nil {
+			t.Logf("CPU: the spawner %s, the sandboxes it reaped %s", spawnerCPU(sp.PID(), 13), spawnerCPU(sp.PID(), 15))
+		}
 	}()
 	dir := t.TempDir()
 	te := &timedExec{d: map[string]time.Duration{}}
 	e := newEnv(t, envOpts{dir: dir, exec: te, workers: workers})
 	t.Logf("workers: %d (0: the default, %d)", workers, server.DefaultWorkers)
-	te.inner = &server.RunnerExecutor{StateDir: dir, Key: mustKey(t), Version: "test"}
+	te.inner = &server.RunnerExecutor{StateDir: dir, Key: mustKey(t), Version: "test", Spawner: sp}
 	if os.Getenv("CORDON_LOAD_EXEC") == "none" {
 		// A diagnostic, not the measurement: the same load with an
 		// executor that does nothing, to see what the executions' CPU
@@ -270,4 +289,21 @@ func mustKey(t *testing.T) *sign.PrivateKey {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// spawnerCPU is the CPU time in /proc/PID/stat's fields at index i and
+// i+1 after the command's name (utime and stime: 13; cutime and
+// cstime: 15), at the kernel's 100 ticks a second.
+func spawnerCPU(pid, i int) time.Duration {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+2:]))
+	if len(f) < i {
+		return -1
+	}
+	a, _ := strconv.Atoi(f[i-2])
+	b, _ := strconv.Atoi(f[i-1])
+	return time.Duration(a+b) * 10 * time.Millisecond
 }

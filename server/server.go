@@ -28,6 +28,7 @@ import (
 
 	"github.com/cordon-dev/cordon/broker"
 	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/store"
 )
 
@@ -96,6 +97,10 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Executor runs one run; nil is the agent runner in the sandbox.
 	Executor Executor
+	// Spawner, when not nil, starts the default Executor's sandboxes
+	// (sandbox.Spawner), so that no run forks this process; the caller
+	// owns it and closes it after Stop.
+	Spawner *sandbox.Spawner
 	// Broker is the credential broker (secrets.go): its Store is
 	// written by the admin secret routes, and the default Executor
 	// resolves tasks' references with it. nil: no secrets.
@@ -171,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if cfg.Executor == nil {
-		cfg.Executor = &RunnerExecutor{StateDir: cfg.StateDir, Key: cfg.Key, Version: cfg.Version, Broker: cfg.Broker}
+		cfg.Executor = &RunnerExecutor{StateDir: cfg.StateDir, Key: cfg.Key, Version: cfg.Version, Broker: cfg.Broker, Spawner: cfg.Spawner}
 	}
 	s := &Server{cfg: cfg, store: cfg.Store, adminHash: sha256.Sum256([]byte(cfg.AdminKey))}
 	if err := s.SetSecretSource("operator", cfg.Secrets, cfg.SecretsConfigured); err != nil {

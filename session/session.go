@@ -58,12 +58,18 @@ type Sandbox interface {
 	Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error)
 }
 
-// HostSandbox is the host's sandbox (package sandbox).
-type HostSandbox struct{}
+// HostSandbox is the host's sandbox (package sandbox). Spawner, when
+// not nil, starts each sandbox's init (sandbox.Spec.Spawner).
+type HostSandbox struct {
+	Spawner *sandbox.Spawner
+}
 
 func (HostSandbox) Offers() []tier.Tier     { return sandbox.Offers() }
 func (HostSandbox) Probe(t tier.Tier) error { return sandbox.Probe(t) }
-func (HostSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error) {
+func (h HostSandbox) Run(ctx context.Context, s *sandbox.Spec) (*sandbox.Result, error) {
+	if h.Spawner != nil && s.Tier != tier.S4 {
+		s.Spawner = h.Spawner
+	}
 	return sandbox.Run(ctx, s)
 }
 

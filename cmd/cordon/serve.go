@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 	"github.com/cordon-dev/cordon/broker"
 	"github.com/cordon-dev/cordon/evidence/sign"
 	"github.com/cordon-dev/cordon/internal/flock"
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -281,6 +283,13 @@ func runServe(e *env, args []string) error {
 	}
 	cfg.Execute = !*noExec
 	cfg.MaxConns = *maxConns
+	if cfg.Execute {
+		closeSpawner, err := startSpawner("serve", &cfg)
+		if err != nil {
+			return err
+		}
+		defer closeSpawner()
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -313,6 +322,22 @@ func runServe(e *env, args []string) error {
 	return nil
 }
 
+// startSpawner starts the sandbox spawner of a process that executes
+// runs (sandbox.Spawner; Linux only: elsewhere no run executes), so that
+// no run's sandbox forks this large process; the returned function
+// closes it once the server has stopped.
+func startSpawner(verb string, cfg *server.Config) (func(), error) {
+	if runtime.GOOS != "linux" {
+		return func() {}, nil
+	}
+	sp, err := sandbox.StartSpawner()
+	if err != nil {
+		return nil, withHint(fmt.Errorf("%s: %w", verb, err), "the spawner is this same binary started again; check that it can still be executed")
+	}
+	cfg.Spawner = sp
+	return func() { _ = sp.Close() }, nil
+}
+
 func runWorker(e *env, args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	grace := durationVar(fs, "grace", 30*time.Second, "how long shutdown waits for running runs")
@@ -339,6 +364,11 @@ func runWorker(e *env, args []string) error {
 	}
 	defer release()
 	cfg.Execute = true
+	closeSpawner, err := startSpawner("worker", &cfg)
+	if err != nil {
+		return err
+	}
+	defer closeSpawner()
 	s, err := server.New(cfg)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)

@@ -1,0 +1,671 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Spawner starts sandbox init from a small helper process: the same
+// binary, started once with argv[0] SpawnerArg0, that does nothing but
+// start inits for the process that started it.
+//
+// Init is started with CLONE_NEWUSER among its clone flags, so Go
+// cannot vfork it: it forks the whole starting process, copying its
+// page tables, and every page that process writes before init execs is
+// copied once more. In a large, busy process (cordon serve, with its
+// HTTP clients, store and runs) that costs thousands of page faults per
+// run and stalls its threads. The spawner's fork is cheap, and the
+// spawner itself is started with vfork (no new namespaces).
+//
+// A run started through a spawner is the run started directly, step
+// for step: the spawner receives the same path, arguments, environment,
+// files, clone flags, id mappings and credentials over a socketpair
+// nobody else holds, starts init from a thread of its own that it keeps
+// until the run releases it (init's parent-death signal fires when that
+// thread ends), and reaps init only when asked to, so that init's pid
+// names init until Wait. The caller signals init through a pidfd.
+//
+// Every descriptor the spawner holds is close-on-exec except what a
+// request hands init. When the caller's end closes (the caller exited
+// or Close), the spawner exits, and every init it started is killed.
+// A spawner that died (killed, say) fails the runs it was serving and is
+// started again for the next one.
+type Spawner struct {
+	mu     sync.Mutex
+	h      *spawnerProc
+	closed bool
+}
+
+// spawnerProc is one spawner process.
+type spawnerProc struct {
+	conn *net.UnixConn // the request socket (SOCK_SEQPACKET)
+	proc *os.Process
+	dead chan struct{} // closed when the process has exited
+}
+
+// SpawnerArg0 is argv[0] of the re-executed binary acting as a
+// spawner.
+const SpawnerArg0 = "cordon-sandbox-spawner"
+
+// spawnerFD is the request socket's descriptor in the spawner.
+const spawnerFD = 3
+
+// maxSpawnFiles bounds the descriptors one request hands init (the
+// kernel's SCM_MAX_FD is 253; one more is the run's own socket).
+const maxSpawnFiles = 250
+
+// StartSpawner starts a spawner from this process's own executable.
+// It returns once the spawner has said it is ready.
+func StartSpawner() (*Spawner, error) {
+	h, err := startSpawnerProc()
+	if err != nil {
+		return nil, err
+	}
+	return &Spawner{h: h}, nil
+}
+
+func startSpawnerProc() (*spawnerProc, error) {
+	ours, theirs, err := seqpacketPair()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: starting the spawner: %w", err)
+	}
+	defer theirs.Close()
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{SpawnerArg0},
+		Env:        initEnv,
+		ExtraFiles: []*os.File{theirs},
+		// Its own session: the terminal's signals are not the spawner's
+		// (it ignores them too), so that the caller's graceful shutdown
+		// still finds its runs' inits.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("sandbox: starting the spawner: %w", err)
+	}
+	sp := &spawnerProc{conn: ours, proc: cmd.Process, dead: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(sp.dead)
+	}()
+	buf := make([]byte, 16)
+	_ = ours.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := ours.Read(buf)
+	_ = ours.SetReadDeadline(time.Time{})
+	if err != nil || string(buf[:n]) != "ready" {
+		sp.close()
+		if err == nil {
+			err = fmt.Errorf("it answered %q", buf[:n])
+		}
+		return nil, fmt.Errorf("sandbox: the spawner did not start (is this binary's sandbox package linked in?): %v", err)
+	}
+	return sp, nil
+}
+
+// Close ends the spawner: it exits, and every init it started and has
+// not reaped is killed. Close waits for it to exit.
+func (sp *Spawner) Close() error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.closed = true
+	return sp.h.close()
+}
+
+func (sp *spawnerProc) close() error {
+	err := sp.conn.Close()
+	select {
+	case <-sp.dead:
+	case <-time.After(5 * time.Second):
+		_ = sp.proc.Kill()
+		<-sp.dead
+	}
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// PID returns the spawner's process id (tests).
+func (sp *Spawner) PID() int {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.h.proc.Pid
+}
+
+func seqpacketPair() (ours *net.UnixConn, theirs *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	f := os.NewFile(uintptr(fds[0]), "spawner")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "spawner"), nil
+}
+
+// spawnRequest is what the spawner needs of an exec.Cmd to start init
+// exactly as the caller would have. Files travel alongside, in order:
+// the run's socket, then stdin, stdout, stderr (those present), then
+// the ExtraFiles that are not nil (Extra says which are: a nil one is a
+// descriptor init does not get, as for os/exec).
+type spawnRequest struct {
+	Path                 string                 `json:"path"`
+	Args                 []string               `json:"args"`
+	Env                  []string               `json:"env"`
+	Stdin                bool                   `json:"stdin,omitempty"`
+	Stdout               bool                   `json:"stdout,omitempty"`
+	Stderr               bool                   `json:"stderr,omitempty"`
+	Extra                []bool                 `json:"extra"`
+	Cloneflags           uintptr                `json:"cloneflags"`
+	Setsid               bool                   `json:"setsid"`
+	Pdeathsig            syscall.Signal         `json:"pdeathsig"`
+	UidMappings          []syscall.SysProcIDMap `json:"uid_mappings,omitempty"`
+	GidMappings          []syscall.SysProcIDMap `json:"gid_mappings,omitempty"`
+	GidMappingsSetgroups bool                   `json:"setgroups"`
+	Credential           *syscall.Credential    `json:"credential,omitempty"`
+	// Owner, when not negative, is the id the starting thread takes
+	// before it starts init (asNamespaceOwner).
+	Owner int `json:"owner"`
+}
+
+// spawnReply is the spawner's answer on a run's socket: first the pid
+// (its pidfd alongside) or an error, then, once asked, init's wait
+// status and resource usage.
+type spawnReply struct {
+	PID    int                 `json:"pid,omitempty"`
+	Error  string              `json:"error,omitempty"`
+	Status *syscall.WaitStatus `json:"status,omitempty"`
+	Rusage *syscall.Rusage     `json:"rusage,omitempty"`
+}
+
+// initProc is sandbox init, started directly (execInit) or by a
+// spawner (spawnedInit).
+type initProc interface {
+	// pid is init's process id, which names init until wait returns.
+	pid() int
+	// kill sends init SIGKILL; it is safe after init has been reaped.
+	kill() error
+	// wait reaps init and returns its resource usage; an exit status
+	// or a signal is not an error.
+	wait() (*syscall.Rusage, error)
+}
+
+// execInit is init started by os/exec from this process.
+type execInit struct{ cmd *exec.Cmd }
+
+func (e execInit) pid() int    { return e.cmd.Process.Pid }
+func (e execInit) kill() error { return e.cmd.Process.Kill() }
+func (e execInit) wait() (*syscall.Rusage, error) {
+	if err := e.cmd.Wait(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return nil, err
+		}
+	}
+	ru, _ := e.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return ru, nil
+}
+
+// spawnedInit is init started by a spawner.
+type spawnedInit struct {
+	conn    *net.UnixConn
+	pidv    int
+	pidfd   int
+	copies  sync.WaitGroup // os/exec's copies of non-file streams
+	copyErr error
+	mu      sync.Mutex
+	waited  bool
+}
+
+func (p *spawnedInit) pid() int { return p.pidv }
+
+func (p *spawnedInit) kill() error {
+	return unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0)
+}
+
+func (p *spawnedInit) wait() (*syscall.Rusage, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waited {
+		return nil, errors.New("sandbox init already waited for")
+	}
+	p.waited = true
+	if _, err := p.conn.Write([]byte("wait")); err != nil {
+		return nil, fmt.Errorf("asking the spawner to reap init: %w", err)
+	}
+	var rep spawnReply
+	if err := readReply(p.conn, &rep, nil); err != nil {
+		return nil, fmt.Errorf("the spawner's answer for init: %w", err)
+	}
+	if rep.Error != "" {
+		return nil, fmt.Errorf("the spawner: %s", rep.Error)
+	}
+	if rep.Status == nil {
+		return nil, errors.New("the spawner answered without init's status")
+	}
+	p.copies.Wait()
+	if p.copyErr != nil {
+		return rep.Rusage, p.copyErr
+	}
+	return rep.Rusage, nil
+}
+
+// release ends the run's hold on the spawner: an init not yet reaped
+// is killed and reaped there, and the thread that started it ends.
+func (p *spawnedInit) release() {
+	p.conn.Close()
+	unix.Close(p.pidfd)
+}
+
+func readReply(c *net.UnixConn, rep *spawnReply, pidfd *int) error {
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return io.EOF
+	}
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		return errors.New("a truncated message")
+	}
+	fds, err := parseRights(oob[:oobn])
+	if err != nil {
+		return err
+	}
+	if pidfd != nil && len(fds) == 1 {
+		*pidfd = fds[0]
+	} else {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	if err := json.Unmarshal(buf[:n], rep); err != nil {
+		if pidfd != nil && *pidfd >= 0 {
+			unix.Close(*pidfd)
+			*pidfd = -1
+		}
+		return fmt.Errorf("a malformed answer: %v", err)
+	}
+	return nil
+}
+
+func parseRights(oob []byte) ([]int, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for i := range msgs {
+		got, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return nil, err
+		}
+		fds = append(fds, got...)
+	}
+	return fds, nil
+}
+
+// start starts cmd, as cmd.Start would from a thread that took owner's
+// ids first (owner < 0: none), in the spawner. Streams that are not
+// files are copied through pipes, as os/exec copies them.
+func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
+	req := spawnRequest{
+		Path: cmd.Path, Args: cmd.Args, Env: cmd.Env,
+		Cloneflags: cmd.SysProcAttr.Cloneflags, Setsid: cmd.SysProcAttr.Setsid, Pdeathsig: cmd.SysProcAttr.Pdeathsig,
+		UidMappings: cmd.SysProcAttr.UidMappings, GidMappings: cmd.SysProcAttr.GidMappings,
+		GidMappingsSetgroups: cmd.SysProcAttr.GidMappingsEnableSetgroups, Credential: cmd.SysProcAttr.Credential,
+		Owner: owner,
+	}
+	if a := cmd.SysProcAttr; a.Chroot != "" || a.Setctty || a.Noctty || a.Foreground || a.Setpgid || a.Ptrace ||
+		a.Unshareflags != 0 || a.AmbientCaps != nil || a.UseCgroupFD || a.PidFD != nil || cmd.Dir != "" {
+		return nil, errors.New("the spawner does not carry one of this command's attributes")
+	}
+	if len(cmd.ExtraFiles) > maxSpawnFiles-3 {
+		return nil, fmt.Errorf("init would get %d files, more than the spawner carries (%d)", len(cmd.ExtraFiles), maxSpawnFiles-3)
+	}
+	runConn, runEnd, err := seqpacketPair()
+	if err != nil {
+		return nil, err
+	}
+	p := &spawnedInit{conn: runConn, pidfd: -1}
+	var (
+		childEnds []*os.File // ours to close once the spawner has its copies
+		undo      []func()
+	)
+	defer func() {
+		runEnd.Close()
+		for _, f := range childEnds {
+			f.Close()
+		}
+		if err != nil {
+			runConn.Close()
+			for _, u := range undo {
+				u()
+			}
+		}
+	}()
+	files := []*os.File{runEnd}
+	// Stdin, as os/exec does: nil is /dev/null (the spawner opens it), a
+	// file is passed, a reader is copied into a pipe.
+	switch in := cmd.Stdin.(type) {
+	case nil:
+	case *os.File:
+		req.Stdin = true
+		files = append(files, in)
+	default:
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		req.Stdin = true
+		files = append(files, r)
+		childEnds = append(childEnds, r)
+		undo = append(undo, func() { w.Close() })
+		p.copies.Add(1)
+		defer func() {
+			if err != nil {
+				p.copies.Done()
+				return
+			}
+			go func() {
+				defer p.copies.Done()
+				_, _ = io.Copy(w, in) // the program may stop reading: EPIPE is not an error, as for os/exec
+				w.Close()
+			}()
+		}()
+	}
+	for i, out := range []io.Writer{cmd.Stdout, cmd.Stderr} {
+		var f *os.File
+		switch o := out.(type) {
+		case nil:
+			continue
+		case *os.File:
+			f = o
+		default:
+			r, w, err := os.Pipe()
+			if err != nil {
+				return nil, err
+			}
+			f = w
+			childEnds = append(childEnds, w)
+			undo = append(undo, func() { r.Close() })
+			p.copies.Add(1)
+			defer func() {
+				if err != nil {
+					p.copies.Done()
+					return
+				}
+				go func() {
+					defer p.copies.Done()
+					defer r.Close()
+					if _, cerr := io.Copy(o, r); cerr != nil {
+						p.mu.Lock()
+						p.copyErr = cerr
+						p.mu.Unlock()
+					}
+				}()
+			}()
+		}
+		if i == 0 {
+			req.Stdout = true
+		} else {
+			req.Stderr = true
+		}
+		files = append(files, f)
+	}
+	for _, f := range cmd.ExtraFiles {
+		req.Extra = append(req.Extra, f != nil)
+		if f != nil {
+			files = append(files, f)
+		}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	sp.mu.Lock()
+	switch {
+	case sp.closed:
+		err = errors.New("the spawner is closed")
+	default:
+		select {
+		case <-sp.h.dead: // killed: a new one serves from now on
+			var h *spawnerProc
+			if h, err = startSpawnerProc(); err == nil {
+				sp.h = h
+			}
+		default:
+		}
+	}
+	if err == nil {
+		_, _, err = sp.h.conn.WriteMsgUnix(body, unix.UnixRights(fds...), nil)
+	}
+	sp.mu.Unlock()
+	runtime.KeepAlive(files)
+	if err != nil {
+		return nil, fmt.Errorf("sending the spawner the request: %w", err)
+	}
+	var rep spawnReply
+	if err := readReply(runConn, &rep, &p.pidfd); err != nil {
+		return nil, fmt.Errorf("the spawner's answer: %w", err)
+	}
+	if rep.Error != "" {
+		if p.pidfd >= 0 {
+			unix.Close(p.pidfd)
+		}
+		return nil, errors.New(rep.Error)
+	}
+	if rep.PID <= 0 || p.pidfd < 0 {
+		if p.pidfd >= 0 {
+			unix.Close(p.pidfd)
+		}
+		return nil, errors.New("the spawner answered without init's pid and pidfd")
+	}
+	p.pidv = rep.PID
+	return p, nil
+}
+
+// spawnerMain is the spawner's whole life: it serves requests on fd 3
+// until the other end closes, then exits (which kills, through their
+// parent-death signal, every init it has not reaped).
+func spawnerMain() int {
+	// The terminal's and the operator's signals are the caller's to act
+	// on: the spawner ends only when the caller's end closes.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
+	// No init may inherit the request socket, nor anything the spawner
+	// inherited from its caller's caller (os/exec passes on what is not
+	// close-on-exec).
+	if err := unix.CloseRange(spawnerFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return ExitRefused
+	}
+	f := os.NewFile(spawnerFD, "spawner")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return ExitRefused
+	}
+	conn, ok := c.(*net.UnixConn)
+	if !ok {
+		return ExitRefused
+	}
+	if _, err := conn.Write([]byte("ready")); err != nil {
+		return ExitRefused
+	}
+	buf := make([]byte, 1<<20)
+	oob := make([]byte, unix.CmsgSpace(4*(maxSpawnFiles+1)))
+	for {
+		// Received descriptors are close-on-exec (Go asks for
+		// MSG_CMSG_CLOEXEC): init gets only those cmd names.
+		n, oobn, flags, _, err := conn.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			return 0
+		}
+		fds, perr := parseRights(oob[:oobn])
+		if perr != nil || len(fds) == 0 {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			continue // no run's socket to answer on: nothing started
+		}
+		files := make([]*os.File, len(fds))
+		for i, fd := range fds {
+			files[i] = os.NewFile(uintptr(fd), "spawned-"+strconv.Itoa(i))
+		}
+		run, err := net.FileConn(files[0])
+		files[0].Close()
+		if err != nil {
+			closeFiles(files[1:])
+			continue
+		}
+		var req spawnRequest
+		switch {
+		case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
+			err = errors.New("the spawner received a truncated request")
+		default:
+			err = json.Unmarshal(buf[:n], &req)
+		}
+		go spawnInit(run.(*net.UnixConn), req, files[1:], err)
+	}
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// spawnInit starts one init on a thread it keeps until the run's socket
+// closes, and reaps init when asked.
+func spawnInit(conn *net.UnixConn, req spawnRequest, files []*os.File, reqErr error) {
+	runtime.LockOSThread() // never unlocked: the thread dies with this goroutine, and init's Pdeathsig with it
+	defer conn.Close()
+	answer := func(rep spawnReply, pidfd int) {
+		body, _ := json.Marshal(rep)
+		var oob []byte
+		if pidfd >= 0 {
+			oob = unix.UnixRights(pidfd)
+		}
+		_, _, _ = conn.WriteMsgUnix(body, oob, nil)
+	}
+	cmd, err := req.command(files, reqErr)
+	var pidfd int = -1
+	if err == nil && req.Owner >= 0 {
+		err = asNamespaceOwner(req.Owner)
+	}
+	if err == nil {
+		cmd.SysProcAttr.PidFD = &pidfd
+		err = cmd.Start()
+	}
+	closeFiles(files)
+	if err != nil {
+		answer(spawnReply{Error: fmt.Sprintf("starting sandbox init: %v", err)}, -1)
+		return
+	}
+	answer(spawnReply{PID: cmd.Process.Pid}, pidfd)
+	unix.Close(pidfd)
+	waited := false
+	buf := make([]byte, 16)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil || n == 0 {
+			break
+		}
+		if string(buf[:n]) != "wait" || waited {
+			continue
+		}
+		waited = true
+		werr := cmd.Wait()
+		var ee *exec.ExitError
+		if werr != nil && !errors.As(werr, &ee) {
+			answer(spawnReply{Error: werr.Error()}, -1)
+			continue
+		}
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		answer(spawnReply{Status: &ws, Rusage: ru}, -1)
+	}
+	if !waited {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+}
+
+// command rebuilds the caller's exec.Cmd from a request and its files.
+func (req *spawnRequest) command(files []*os.File, reqErr error) (*exec.Cmd, error) {
+	if reqErr != nil {
+		return nil, reqErr
+	}
+	want := 0
+	for _, b := range slices.Concat([]bool{req.Stdin, req.Stdout, req.Stderr}, req.Extra) {
+		if b {
+			want++
+		}
+	}
+	if len(files) != want {
+		return nil, fmt.Errorf("the request names %d files and carries %d", want, len(files))
+	}
+	cmd := &exec.Cmd{
+		Path: req.Path, Args: req.Args, Env: req.Env,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: req.Cloneflags, Setsid: req.Setsid, Pdeathsig: req.Pdeathsig,
+			UidMappings: req.UidMappings, GidMappings: req.GidMappings,
+			GidMappingsEnableSetgroups: req.GidMappingsSetgroups, Credential: req.Credential,
+		},
+	}
+	if req.Env == nil {
+		cmd.Env = []string{} // nil would be the spawner's own environment
+	}
+	i := 0
+	if req.Stdin {
+		cmd.Stdin = files[i]
+		i++
+	}
+	if req.Stdout {
+		cmd.Stdout = files[i]
+		i++
+	}
+	if req.Stderr {
+		cmd.Stderr = files[i]
+		i++
+	}
+	for _, present := range req.Extra {
+		var f *os.File
+		if present {
+			f = files[i]
+			i++
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	}
+	return cmd, nil
+}
