@@ -231,6 +231,7 @@ type spawnedInit struct {
 	pidv    int
 	pidfd   int
 	copies  sync.WaitGroup // os/exec's copies of non-file streams
+	copyMu  sync.Mutex     // guards copyErr (not mu: wait holds mu while the copies end)
 	copyErr error
 	mu      sync.Mutex
 	waited  bool
@@ -263,10 +264,12 @@ func (p *spawnedInit) wait() (*syscall.Rusage, error) {
 		return nil, errors.New("the spawner answered without init's status")
 	}
 	p.copies.Wait()
-	if p.copyErr != nil {
-		return rep.Rusage, p.copyErr
+	if !rep.Status.Exited() || rep.Status.ExitStatus() != 0 {
+		return rep.Rusage, nil // as os/exec: an unsuccessful exit hides a copy's error
 	}
-	return rep.Rusage, nil
+	p.copyMu.Lock()
+	defer p.copyMu.Unlock()
+	return rep.Rusage, p.copyErr
 }
 
 // release ends the run's hold on the spawner: an init not yet reaped
@@ -426,9 +429,11 @@ func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 					defer p.copies.Done()
 					defer r.Close()
 					if _, cerr := io.Copy(o, r); cerr != nil {
-						p.mu.Lock()
-						p.copyErr = cerr
-						p.mu.Unlock()
+						p.copyMu.Lock()
+						if p.copyErr == nil {
+							p.copyErr = cerr
+						}
+						p.copyMu.Unlock()
 					}
 				}()
 			}()

@@ -248,3 +248,31 @@ func waitGone(t *testing.T, pid int) {
 	}
 	t.Fatalf("init %d still runs 10 s later", pid)
 }
+
+// failingWriter fails every write, slowly: the program has exited by
+// then.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) {
+	time.Sleep(300 * time.Millisecond)
+	return 0, errors.New("the reader is gone")
+}
+
+// A standard stream whose writer fails ends the run as it does without
+// a spawner (the first time it hung: the copy's error and Wait took one
+// lock).
+func TestSpawnerFailingWriter(t *testing.T) {
+	sp := testSpawner(t)
+	for _, spawned := range []bool{false, true} {
+		s := newEscapeSpec(t)
+		s.Argv = []string{"sh", "-c", "echo out; echo err >&2"}
+		s.Stdout, s.Stderr = failingWriter{}, failingWriter{}
+		if spawned {
+			s.Spawner = sp
+		}
+		r := runWithin(t, s, 20*time.Second)
+		if r.err == nil || !strings.Contains(r.err.Error(), "the reader is gone") {
+			t.Errorf("spawned %v: Run: %v, want the writer's error", spawned, r.err)
+		}
+	}
+}
