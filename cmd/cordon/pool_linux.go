@@ -346,9 +346,11 @@ func listenPrivate(sock, busy string) (*net.UnixListener, error) {
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	old := unix.Umask(0o177)
+	// No umask: it is the process's, and a directory another goroutine
+	// makes meanwhile would get it (a runs directory without its x bit).
+	// The socket is born in the 0700 directory checked above, where no
+	// other uid reaches it, and is narrowed before it is used.
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	unix.Umask(old)
 	if err != nil {
 		return nil, err
 	}

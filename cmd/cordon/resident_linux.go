@@ -751,9 +751,9 @@ func listenResident(state string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	old := unix.Umask(0o177)
+	// Bound in the 0700 directory listenPrivate checked, then narrowed:
+	// no umask, which is the process's (listenPrivate).
 	err = unix.Bind(fd, &unix.SockaddrUnix{Name: sock})
-	unix.Umask(old)
 	if err == nil {
 		err = unix.Chmod(sock, 0o600)
 	}
