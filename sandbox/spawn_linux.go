@@ -501,8 +501,18 @@ func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 // parent-death signal, every init it has not reaped).
 func spawnerMain() int {
 	// The terminal's and the operator's signals are the caller's to act
-	// on: the spawner ends only when the caller's end closes.
-	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
+	// on: the spawner ends only when the caller's end closes. They are
+	// caught and dropped, not ignored: an ignored signal stays ignored
+	// across fork and exec, so init and the program would inherit it,
+	// where init started directly gets the default (a caught signal is
+	// reset). One the spawner inherited ignored (nohup) stays ignored, as
+	// it is for init started directly.
+	dropped := make(chan os.Signal, 1) // never read: Notify drops what does not fit
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE} {
+		if !signal.Ignored(sig) {
+			signal.Notify(dropped, sig)
+		}
+	}
 	// No init may inherit the request socket, nor anything the spawner
 	// inherited from its caller's caller (os/exec passes on what is not
 	// close-on-exec).
