@@ -1,8 +1,15 @@
 package sandbox
 
 import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Red team (docs/security/redteam-spawner.md, finding 1): the program
@@ -26,5 +33,65 @@ func TestRedteamSpawner1SignalDisposition(t *testing.T) {
 	}
 	if want := "SigIgn:\t0000000000000000\n"; !strings.Contains(direct.stdout, want) {
 		t.Errorf("started directly, the program ignores signals (the check would prove nothing):\n%s", direct.stdout)
+	}
+}
+
+// Red team (finding 2): once the spawner is dead, nothing holds init's
+// zombie, so its pid can name another process while Create still uses
+// it. The spawner dies at the "ready" step; a host process takes init's
+// pid; Create must not open that process's /work as the sandbox's.
+func TestRedteamSpawner2PidReuseAfterSpawnerDeath(t *testing.T) {
+	requireRoot(t, "takes a given pid through ns_last_pid")
+	sp := testSpawner(t)
+	s := newEscapeSpec(t)
+	s.Argv = []string{"true"}
+	s.Spawner = sp
+	var victim *exec.Cmd
+	hookCreate(t, func(sb *Sandbox, step string) error {
+		if step != "ready" {
+			return nil
+		}
+		pid := sb.proc.pid()
+		if err := syscall.Kill(sp.PID(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, os.ErrNotExist) {
+				break // reaped by whoever inherited it
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("init %d was not reaped after the spawner died", pid)
+			}
+		}
+		for range 50 {
+			if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+				t.Fatal(err)
+			}
+			c := exec.Command("sleep", "30")
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if c.Process.Pid == pid {
+				victim = c
+				break
+			}
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+		if victim == nil {
+			t.Fatalf("could not take pid %d", pid)
+		}
+		t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
+		return nil
+	})
+	sb, err := Create(context.Background(), s)
+	if err == nil {
+		defer sb.Destroy()
+		var st syscall.Stat_t
+		_ = syscall.Fstat(int(sb.work.Fd()), &st)
+		t.Errorf("Create succeeded after the spawner died and pid %d was taken by %s; the sandbox's /work is inode %d", victim.Process.Pid, victim.Path, st.Ino)
+	}
+	if victim == nil {
+		t.Fatal("the hook did not run")
 	}
 }

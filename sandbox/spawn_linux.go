@@ -207,13 +207,30 @@ type initProc interface {
 	// wait reaps init and returns its resource usage; an exit status
 	// or a signal is not an error.
 	wait() (*syscall.Rusage, error)
+	// alive returns nil while init has not been reaped, that is while
+	// its pid still names init. A use of the pid (a /proc path, a cgroup
+	// move, newuidmap) reached init if alive returns nil after it: a
+	// spawner that died leaves init to be reaped by another process, and
+	// its pid free for any other.
+	alive() error
 }
+
+// errInitGone is alive's answer once init has been reaped.
+var errInitGone = errors.New("sandbox init is gone (its spawner died?): its pid may name another process now")
 
 // execInit is init started by os/exec from this process.
 type execInit struct{ cmd *exec.Cmd }
 
 func (e execInit) pid() int    { return e.cmd.Process.Pid }
 func (e execInit) kill() error { return e.cmd.Process.Kill() }
+
+// alive: this process is init's parent, and reaps it only in wait.
+func (e execInit) alive() error {
+	if e.cmd.ProcessState != nil {
+		return errInitGone
+	}
+	return nil
+}
 func (e execInit) wait() (*syscall.Rusage, error) {
 	if err := e.cmd.Wait(); err != nil {
 		var ee *exec.ExitError
@@ -240,6 +257,15 @@ func (p *spawnedInit) pid() int { return p.pidv }
 
 func (p *spawnedInit) kill() error {
 	return unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0)
+}
+
+// alive: a pidfd signals its process, zombie or not, until it is
+// reaped (ESRCH); EPERM is a process that is there.
+func (p *spawnedInit) alive() error {
+	if err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0); errors.Is(err, unix.ESRCH) {
+		return errInitGone
+	}
+	return nil
 }
 
 func (p *spawnedInit) wait() (*syscall.Rusage, error) {
