@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,5 +94,44 @@ func TestRedteamSpawner2PidReuseAfterSpawnerDeath(t *testing.T) {
 	}
 	if victim == nil {
 		t.Fatal("the hook did not run")
+	}
+}
+
+// Red team (finding 3): a spawner that died is replaced, but its
+// request socket stayed open in this process: one descriptor leaked per
+// death, until the garbage collector ran its finalizer (off here).
+func TestRedteamSpawner3ReplacedSpawnerLeaksNoFD(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	sp := testSpawner(t)
+	sandboxed(t, []string{"true"}, withSpawner(sp)).mustExit(t, 0)
+	count := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := count()
+	const deaths = 8
+	for range deaths {
+		pid := sp.PID()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		sp.mu.Lock()
+		dead := sp.h.dead
+		sp.mu.Unlock()
+		select {
+		case <-dead:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("spawner %d not reaped", pid)
+		}
+		sandboxed(t, []string{"true"}, withSpawner(sp)).mustExit(t, 0)
+		if sp.PID() == pid {
+			t.Fatal("the killed spawner was not replaced")
+		}
+	}
+	if after := count(); after >= before+deaths {
+		t.Errorf("%d spawners died and were replaced; this process holds %d descriptors, %d before", deaths, after, before)
 	}
 }

@@ -489,6 +489,7 @@ func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 		case <-sp.h.dead: // killed: a new one serves from now on
 			var h *spawnerProc
 			if h, err = startSpawnerProc(); err == nil {
+				sp.h.conn.Close() // the dead one's request socket
 				sp.h = h
 			}
 		default:
