@@ -415,7 +415,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 			owner = sb.hostBase
 		}
 		var err error
-		spawned, err = s.Spawner.start(cmd, owner)
+		spawned, err = s.Spawner.start(sb.ctx, cmd, owner)
 		started <- err
 	} else {
 		go func() {

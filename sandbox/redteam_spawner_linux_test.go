@@ -135,3 +135,50 @@ func TestRedteamSpawner3ReplacedSpawnerLeaksNoFD(t *testing.T) {
 		t.Errorf("%d spawners died and were replaced; this process holds %d descriptors, %d before", deaths, after, before)
 	}
 }
+
+// Red team (finding 4): a spawner that does not answer (stopped) held
+// Run past its context, for as long as it did not answer. Run must
+// return soon after its context ends, and what the spawner starts for
+// the abandoned request once it goes on must not stay.
+func TestRedteamSpawner4StoppedSpawnerHonoursContext(t *testing.T) {
+	sp := testSpawner(t)
+	pid := sp.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	defer cont()
+	s := newEscapeSpec(t)
+	s.Argv = []string{"sleep", "60"}
+	s.Spawner = sp
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := Run(ctx, s); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run succeeded with its spawner stopped")
+		}
+	case <-time.After(10 * time.Second):
+		cont()
+		<-done
+		t.Fatal("Run with a 2 s context still ran 10 s later, its spawner stopped")
+	}
+	cont()
+	children := func() string {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		var all string
+		for _, task := range tasks {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
+			all += string(b)
+		}
+		return strings.TrimSpace(all)
+	}
+	for deadline := time.Now().Add(10 * time.Second); children() != ""; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spawner still has children %q 10 s after the abandoned request", children())
+		}
+	}
+	sandboxed(t, []string{"true"}, withSpawner(sp)).mustExit(t, 0)
+}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -360,8 +361,11 @@ func parseRights(oob []byte) ([]int, error) {
 
 // start starts cmd, as cmd.Start would from a thread that took owner's
 // ids first (owner < 0: none), in the spawner. Streams that are not
-// files are copied through pipes, as os/exec copies them.
-func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
+// files are copied through pipes, as os/exec copies them. A spawner
+// that does not answer (stopped, say) holds start until ctx is done, no
+// longer: the run's socket then closes, and the spawner, once it goes
+// on, kills what it started for the request.
+func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 	req := spawnRequest{
 		Path: cmd.Path, Args: cmd.Args, Env: cmd.Env,
 		Cloneflags: cmd.SysProcAttr.Cloneflags, Setsid: cmd.SysProcAttr.Setsid, Pdeathsig: cmd.SysProcAttr.Pdeathsig,
@@ -504,7 +508,13 @@ func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 		return nil, fmt.Errorf("sending the spawner the request: %w", err)
 	}
 	var rep spawnReply
-	if err := readReply(runConn, &rep, &p.pidfd); err != nil {
+	stop := context.AfterFunc(ctx, func() { _ = runConn.SetReadDeadline(time.Now()) })
+	err = readReply(runConn, &rep, &p.pidfd)
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("the spawner's answer: %w (%v)", ctx.Err(), err)
+		}
 		return nil, fmt.Errorf("the spawner's answer: %w", err)
 	}
 	if rep.Error != "" {
