@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Red team (docs/security/redteam-spawner.md, finding 1): the program
@@ -181,4 +183,36 @@ func TestRedteamSpawner4StoppedSpawnerHonoursContext(t *testing.T) {
 		}
 	}
 	sandboxed(t, []string{"true"}, withSpawner(sp)).mustExit(t, 0)
+}
+
+// Red team (finding 6): the spawner started a request that named a
+// field it does not know (here os/exec's Dir, which it does not carry)
+// as if the field were not there; a request it cannot honour whole must
+// be refused.
+func TestRedteamSpawner6UnknownRequestFieldRefused(t *testing.T) {
+	sp := testSpawner(t)
+	runConn, runEnd, err := seqpacketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runConn.Close()
+	body := `{"path":"/bin/true","args":["true"],"env":[],"extra":[],"cloneflags":0,"setsid":true,"pdeathsig":9,"owner":-1,"dir":"/nonexistent"}`
+	sp.mu.Lock()
+	_, _, err = sp.h.conn.WriteMsgUnix([]byte(body), unix.UnixRights(int(runEnd.Fd())), nil)
+	sp.mu.Unlock()
+	runEnd.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidfd := -1
+	var rep spawnReply
+	if err := readReply(runConn, &rep, &pidfd); err != nil {
+		t.Fatal(err)
+	}
+	if pidfd >= 0 {
+		unix.Close(pidfd)
+	}
+	if rep.Error == "" || !strings.Contains(rep.Error, "dir") {
+		t.Errorf("the spawner answered %+v to a request with a field it does not know, want a refusal that names it", rep)
+	}
 }

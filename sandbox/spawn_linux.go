@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -600,10 +601,24 @@ func spawnerMain() int {
 		case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
 			err = errors.New("the spawner received a truncated request")
 		default:
-			err = json.Unmarshal(buf[:n], &req)
+			err = decodeRequest(buf[:n], &req)
 		}
 		go spawnInit(run.(*net.UnixConn), req, files[1:], err)
 	}
+}
+
+// decodeRequest decodes one request whole: a field the spawner does not
+// know is one it would not honour, so the request is refused.
+func decodeRequest(b []byte, req *spawnRequest) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(req); err != nil {
+		return fmt.Errorf("the spawner cannot honour the request: %v", err)
+	}
+	if d.More() {
+		return errors.New("the spawner cannot honour the request: data after it")
+	}
+	return nil
 }
 
 func closeFiles(fs []*os.File) {
