@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -214,5 +215,51 @@ func TestRedteamSpawner6UnknownRequestFieldRefused(t *testing.T) {
 	}
 	if rep.Error == "" || !strings.Contains(rep.Error, "dir") {
 		t.Errorf("the spawner answered %+v to a request with a field it does not know, want a refusal that names it", rep)
+	}
+}
+
+// failLate is a slow writer that fails once more than limit bytes would
+// have been written to it.
+type failLate struct {
+	mu    sync.Mutex
+	n     int
+	limit int
+}
+
+func (w *failLate) Write(p []byte) (int, error) {
+	time.Sleep(200 * time.Millisecond) // the program exits before its output is copied
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n+len(p) > w.limit {
+		return 0, errors.New("the output is too large")
+	}
+	w.n += len(p)
+	return len(p), nil
+}
+
+// Red team (finding 7): when the writer of the program's output failed
+// after Wait had begun, a spawned init's wait held the lock the copy
+// needed to record its error, and waited for the copy: Wait never
+// returned. Started directly, Wait returns the writer's error.
+func TestRedteamSpawner7FailingWriterDoesNotHangWait(t *testing.T) {
+	sp := testSpawner(t)
+	for _, spawn := range []bool{false, true} {
+		s := newEscapeSpec(t)
+		if spawn {
+			s.Spawner = sp
+		}
+		// 256 KiB of output at once; the writer fails on its last part.
+		s.Argv = []string{"sh", "-c", `x=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; x=$x$x$x$x$x$x$x$x$x$x$x$x$x$x$x$x; x=$x$x$x$x$x$x$x$x$x$x$x$x$x$x$x$x; i=0; while [ $i -lt 16 ]; do echo "$x"; i=$((i+1)); done`}
+		s.Stdout = &failLate{limit: 250000}
+		done := make(chan outcome, 1)
+		go func() { done <- runEscape(s) }()
+		select {
+		case r := <-done:
+			if r.err == nil || !strings.Contains(r.err.Error(), "the output is too large") {
+				t.Errorf("spawner %v: Run returned %v, want the writer's error", spawn, r.err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("spawner %v: Run still waits 20 s after its program's output failed to be written", spawn)
+		}
 	}
 }

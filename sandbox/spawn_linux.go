@@ -250,6 +250,7 @@ type spawnedInit struct {
 	pidv    int
 	pidfd   int
 	copies  sync.WaitGroup // os/exec's copies of non-file streams
+	copyMu  sync.Mutex     // guards copyErr: not mu, which wait holds while it waits for the copies
 	copyErr error
 	mu      sync.Mutex
 	waited  bool
@@ -291,6 +292,8 @@ func (p *spawnedInit) wait() (*syscall.Rusage, error) {
 		return nil, errors.New("the spawner answered without init's status")
 	}
 	p.copies.Wait()
+	p.copyMu.Lock()
+	defer p.copyMu.Unlock()
 	if p.copyErr != nil {
 		return rep.Rusage, p.copyErr
 	}
@@ -457,9 +460,11 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 					defer p.copies.Done()
 					defer r.Close()
 					if _, cerr := io.Copy(o, r); cerr != nil {
-						p.mu.Lock()
-						p.copyErr = cerr
-						p.mu.Unlock()
+						p.copyMu.Lock()
+						if p.copyErr == nil { // the first, as os/exec keeps
+							p.copyErr = cerr
+						}
+						p.copyMu.Unlock()
 					}
 				}()
 			}()
