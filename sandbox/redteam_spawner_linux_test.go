@@ -263,3 +263,73 @@ func TestRedteamSpawner7FailingWriterDoesNotHangWait(t *testing.T) {
 		}
 	}
 }
+
+// Red team (finding 8): a request that reached a spawner as it died
+// could stay unanswered with the run's socket never closing (seen
+// rootless: TestSpawnerKilledEndsItsRuns hung there one time in twenty),
+// and the run waited forever. Here another holder of the spawner's
+// request socket (a pidfd_getfd copy) keeps the request unanswered, and
+// the spawner's death is noticed only after the request was written, as
+// when it races with the write. The run must fail, not hang.
+func TestRedteamSpawner8DyingSpawnerFailsRun(t *testing.T) {
+	sp := testSpawner(t)
+	pidfd, err := unix.PidfdOpen(sp.PID(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	// The spawner, new, holds one socket: its request socket.
+	dir := "/proc/" + strconv.Itoa(sp.PID()) + "/fd/"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sockets []int
+	for _, e := range ents {
+		if l, _ := os.Readlink(dir + e.Name()); strings.HasPrefix(l, "socket:") {
+			fd, _ := strconv.Atoi(e.Name())
+			sockets = append(sockets, fd)
+		}
+	}
+	if len(sockets) != 1 {
+		t.Fatalf("the new spawner holds sockets %v, want its request socket alone", sockets)
+	}
+	held, err := unix.PidfdGetfd(pidfd, sockets[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(held)
+	// The run's start sees the spawner's death late: once the request
+	// is out.
+	late := make(chan struct{})
+	sp.mu.Lock()
+	h := sp.h
+	sp.h = &spawnerProc{conn: h.conn, proc: h.proc, dead: late}
+	sp.mu.Unlock()
+	if err := syscall.Kill(h.proc.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-h.dead
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		close(late)
+	}()
+	done := make(chan outcome, 1)
+	go func() {
+		s := newEscapeSpec(t)
+		s.Spawner = sp
+		s.Argv = []string{"true"}
+		done <- runEscape(s)
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			t.Error("a run sent to a spawner that died succeeded")
+		}
+	case <-time.After(15 * time.Second):
+		// Closing held does not end it either: the run's socket, in
+		// flight in a socket nobody holds, is not closed.
+		t.Fatal("a run sent to a spawner that died before it answered still waits 15 s later")
+	}
+	sandboxed(t, []string{"true"}, withSpawner(sp)).mustExit(t, 0)
+}

@@ -246,6 +246,7 @@ func (e execInit) wait() (*syscall.Rusage, error) {
 
 // spawnedInit is init started by a spawner.
 type spawnedInit struct {
+	h       *spawnerProc // the spawner that started init
 	conn    *net.UnixConn
 	pidv    int
 	pidfd   int
@@ -282,7 +283,7 @@ func (p *spawnedInit) wait() (*syscall.Rusage, error) {
 		return nil, fmt.Errorf("asking the spawner to reap init: %w", err)
 	}
 	var rep spawnReply
-	if err := readReply(p.conn, &rep, nil); err != nil {
+	if err := readAnswer(nil, nil, p.h, p.conn, &rep, nil); err != nil {
 		return nil, fmt.Errorf("the spawner's answer for init: %w", err)
 	}
 	if rep.Error != "" {
@@ -505,8 +506,9 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 		default:
 		}
 	}
+	h := sp.h // the spawner the request goes to
 	if err == nil {
-		_, _, err = sp.h.conn.WriteMsgUnix(body, unix.UnixRights(fds...), nil)
+		_, _, err = h.conn.WriteMsgUnix(body, unix.UnixRights(fds...), nil)
 	}
 	sp.mu.Unlock()
 	runtime.KeepAlive(files)
@@ -514,13 +516,8 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 		return nil, fmt.Errorf("sending the spawner the request: %w", err)
 	}
 	var rep spawnReply
-	stop := context.AfterFunc(ctx, func() { _ = runConn.SetReadDeadline(time.Now()) })
-	err = readReply(runConn, &rep, &p.pidfd)
-	stop()
+	err = readAnswer(ctx.Done(), ctx.Err, h, runConn, &rep, &p.pidfd)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("the spawner's answer: %w (%v)", ctx.Err(), err)
-		}
 		return nil, fmt.Errorf("the spawner's answer: %w", err)
 	}
 	if rep.Error != "" {
@@ -535,8 +532,56 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 		}
 		return nil, errors.New("the spawner answered without init's pid and pidfd")
 	}
-	p.pidv = rep.PID
+	p.pidv, p.h = rep.PID, h
 	return p, nil
+}
+
+// readAnswer reads the spawner's answer to a request on the run's
+// socket. It gives up when done closes (a nil done never does; doneErr
+// says why), and when the spawner h exits without answering: a request
+// that reaches a spawner as it dies is not always answered by the
+// socket's end (seen rootless), and nothing it started outlives it
+// (init's parent-death signal).
+func readAnswer(done <-chan struct{}, doneErr func() error, h *spawnerProc, c *net.UnixConn, rep *spawnReply, pidfd *int) error {
+	var (
+		mu   sync.Mutex
+		read bool  // the answer was read: no more interrupting
+		why  error // why the read was interrupted
+	)
+	interrupt := func(reason error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !read && why == nil {
+			why = reason
+			_ = c.SetReadDeadline(time.Now())
+		}
+	}
+	answered := make(chan struct{})
+	go func() {
+		select {
+		case <-h.dead:
+			interrupt(errors.New("the spawner exited before it answered; the next run starts a new one"))
+		case <-done:
+			interrupt(doneErr())
+		case <-answered:
+		}
+	}()
+	err := readReply(c, rep, pidfd)
+	mu.Lock()
+	read = true
+	reason := why
+	mu.Unlock()
+	close(answered)
+	switch {
+	case err != nil && reason != nil:
+		return fmt.Errorf("%w (%v)", reason, err)
+	case err != nil:
+		return err
+	case reason != nil:
+		// Answered before the deadline took: the socket serves on.
+		return c.SetReadDeadline(time.Time{})
+	}
+	return nil
 }
 
 // spawnerMain is the spawner's whole life: it serves requests on fd 3
