@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -22,6 +23,11 @@ import (
 // exec) ignored too; started directly it has none ignored. The signal
 // dispositions and mask, umask and rlimits are compared.
 func TestRedteamSpawner1SignalDisposition(t *testing.T) {
+	// Caught here, whatever this test inherited (nohup, a shell's
+	// background job): a direct start then gets them at the default.
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(caught)
 	sp := testSpawner(t)
 	script := `while IFS= read -r l; do case "$l" in SigBlk*|SigIgn*|SigCgt*) echo "$l";; esac; done </proc/self/status; umask; ulimit -a`
 	state := t.TempDir()
