@@ -415,7 +415,7 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 			owner = sb.hostBase
 		}
 		var err error
-		spawned, err = s.Spawner.start(cmd, owner)
+		spawned, err = s.Spawner.start(sb.ctx, cmd, owner)
 		started <- err
 	} else {
 		go func() {
@@ -477,6 +477,9 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	if sb.ids != nil {
 		if err := sb.ids.mapIDs(sb.ctx, sb.proc.pid()); err != nil {
 			return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w: rootless: mapping the sandbox's ids: %v", ErrUnavailable, err)}
+		}
+		if err := sb.proc.alive(); err != nil {
+			return refusedf("rootless: mapping the sandbox's ids: %v", err)
 		}
 	}
 
@@ -544,6 +547,9 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 		go func() {
 			defer close(added)
 			addErr = cg.Add(sb.proc.pid())
+			if addErr == nil {
+				addErr = sb.proc.alive()
+			}
 		}()
 	}
 	cu.Add(func() { <-added })
@@ -594,6 +600,10 @@ func (sb *Sandbox) startInit(cu *cleanup.Cleanup, made *cgroupMaking) error {
 	}
 	work, err := os.Open("/proc/" + strconv.Itoa(sb.proc.pid()) + "/root/work")
 	if err != nil {
+		return refusedf("opening the sandbox's /work: %v", err)
+	}
+	if err := sb.proc.alive(); err != nil { // the pid named init while it was opened
+		work.Close()
 		return refusedf("opening the sandbox's /work: %v", err)
 	}
 	sb.work = work

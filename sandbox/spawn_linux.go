@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -207,13 +209,30 @@ type initProc interface {
 	// wait reaps init and returns its resource usage; an exit status
 	// or a signal is not an error.
 	wait() (*syscall.Rusage, error)
+	// alive returns nil while init has not been reaped, that is while
+	// its pid still names init. A use of the pid (a /proc path, a cgroup
+	// move, newuidmap) reached init if alive returns nil after it: a
+	// spawner that died leaves init to be reaped by another process, and
+	// its pid free for any other.
+	alive() error
 }
+
+// errInitGone is alive's answer once init has been reaped.
+var errInitGone = errors.New("sandbox init is gone (its spawner died?): its pid may name another process now")
 
 // execInit is init started by os/exec from this process.
 type execInit struct{ cmd *exec.Cmd }
 
 func (e execInit) pid() int    { return e.cmd.Process.Pid }
 func (e execInit) kill() error { return e.cmd.Process.Kill() }
+
+// alive: this process is init's parent, and reaps it only in wait.
+func (e execInit) alive() error {
+	if e.cmd.ProcessState != nil {
+		return errInitGone
+	}
+	return nil
+}
 func (e execInit) wait() (*syscall.Rusage, error) {
 	if err := e.cmd.Wait(); err != nil {
 		var ee *exec.ExitError
@@ -227,11 +246,12 @@ func (e execInit) wait() (*syscall.Rusage, error) {
 
 // spawnedInit is init started by a spawner.
 type spawnedInit struct {
+	h       *spawnerProc // the spawner that started init
 	conn    *net.UnixConn
 	pidv    int
 	pidfd   int
 	copies  sync.WaitGroup // os/exec's copies of non-file streams
-	copyMu  sync.Mutex     // guards copyErr (not mu: wait holds mu while the copies end)
+	copyMu  sync.Mutex     // guards copyErr: not mu, which wait holds while it waits for the copies
 	copyErr error
 	mu      sync.Mutex
 	waited  bool
@@ -241,6 +261,15 @@ func (p *spawnedInit) pid() int { return p.pidv }
 
 func (p *spawnedInit) kill() error {
 	return unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0)
+}
+
+// alive: a pidfd signals its process, zombie or not, until it is
+// reaped (ESRCH); EPERM is a process that is there.
+func (p *spawnedInit) alive() error {
+	if err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0); errors.Is(err, unix.ESRCH) {
+		return errInitGone
+	}
+	return nil
 }
 
 func (p *spawnedInit) wait() (*syscall.Rusage, error) {
@@ -254,7 +283,7 @@ func (p *spawnedInit) wait() (*syscall.Rusage, error) {
 		return nil, fmt.Errorf("asking the spawner to reap init: %w", err)
 	}
 	var rep spawnReply
-	if err := readReply(p.conn, &rep, nil); err != nil {
+	if err := readAnswer(nil, nil, p.h, p.conn, &rep, nil); err != nil {
 		return nil, fmt.Errorf("the spawner's answer for init: %w", err)
 	}
 	if rep.Error != "" {
@@ -337,8 +366,11 @@ func parseRights(oob []byte) ([]int, error) {
 
 // start starts cmd, as cmd.Start would from a thread that took owner's
 // ids first (owner < 0: none), in the spawner. Streams that are not
-// files are copied through pipes, as os/exec copies them.
-func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
+// files are copied through pipes, as os/exec copies them. A spawner
+// that does not answer (stopped, say) holds start until ctx is done, no
+// longer: the run's socket then closes, and the spawner, once it goes
+// on, kills what it started for the request.
+func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 	req := spawnRequest{
 		Path: cmd.Path, Args: cmd.Args, Env: cmd.Env,
 		Cloneflags: cmd.SysProcAttr.Cloneflags, Setsid: cmd.SysProcAttr.Setsid, Pdeathsig: cmd.SysProcAttr.Pdeathsig,
@@ -430,7 +462,7 @@ func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 					defer r.Close()
 					if _, cerr := io.Copy(o, r); cerr != nil {
 						p.copyMu.Lock()
-						if p.copyErr == nil {
+						if p.copyErr == nil { // the first, as os/exec keeps
 							p.copyErr = cerr
 						}
 						p.copyMu.Unlock()
@@ -459,30 +491,28 @@ func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 	for i, f := range files {
 		fds[i] = int(f.Fd())
 	}
-	sp.mu.Lock()
-	switch {
-	case sp.closed:
-		err = errors.New("the spawner is closed")
-	default:
+	var h *spawnerProc // the spawner the request goes to
+	for attempt := 1; ; attempt++ {
+		h, err = sp.send(body, fds)
+		// A spawner that is dying (killed, not yet reaped) refuses the
+		// request: no init was started, so send it once more, to the
+		// spawner that replaces it once it is gone.
+		if err == nil || attempt == 2 || !(errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ECONNREFUSED)) {
+			break
+		}
 		select {
-		case <-sp.h.dead: // killed: a new one serves from now on
-			var h *spawnerProc
-			if h, err = startSpawnerProc(); err == nil {
-				sp.h = h
-			}
-		default:
+		case <-h.dead:
+		case <-time.After(5 * time.Second):
+		case <-ctx.Done():
 		}
 	}
-	if err == nil {
-		_, _, err = sp.h.conn.WriteMsgUnix(body, unix.UnixRights(fds...), nil)
-	}
-	sp.mu.Unlock()
 	runtime.KeepAlive(files)
 	if err != nil {
 		return nil, fmt.Errorf("sending the spawner the request: %w", err)
 	}
 	var rep spawnReply
-	if err := readReply(runConn, &rep, &p.pidfd); err != nil {
+	err = readAnswer(ctx.Done(), ctx.Err, h, runConn, &rep, &p.pidfd)
+	if err != nil {
 		return nil, fmt.Errorf("the spawner's answer: %w", err)
 	}
 	if rep.Error != "" {
@@ -497,8 +527,78 @@ func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 		}
 		return nil, errors.New("the spawner answered without init's pid and pidfd")
 	}
-	p.pidv = rep.PID
+	p.pidv, p.h = rep.PID, h
 	return p, nil
+}
+
+// readAnswer reads the spawner's answer to a request on the run's
+// socket. It gives up when done closes (a nil done never does; doneErr
+// says why), and when the spawner h exits without answering: a request
+// that reaches a spawner as it dies is not always answered by the
+// socket's end (seen rootless), and nothing it started outlives it
+// (init's parent-death signal).
+func readAnswer(done <-chan struct{}, doneErr func() error, h *spawnerProc, c *net.UnixConn, rep *spawnReply, pidfd *int) error {
+	var (
+		mu   sync.Mutex
+		read bool  // the answer was read: no more interrupting
+		why  error // why the read was interrupted
+	)
+	interrupt := func(reason error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !read && why == nil {
+			why = reason
+			_ = c.SetReadDeadline(time.Now())
+		}
+	}
+	answered := make(chan struct{})
+	go func() {
+		select {
+		case <-h.dead:
+			interrupt(errors.New("the spawner exited before it answered; the next run starts a new one"))
+		case <-done:
+			interrupt(doneErr())
+		case <-answered:
+		}
+	}()
+	err := readReply(c, rep, pidfd)
+	mu.Lock()
+	read = true
+	reason := why
+	mu.Unlock()
+	close(answered)
+	switch {
+	case err != nil && reason != nil:
+		return fmt.Errorf("%w (%v)", reason, err)
+	case err != nil:
+		return err
+	case reason != nil:
+		// Answered before the deadline took: the socket serves on.
+		return c.SetReadDeadline(time.Time{})
+	}
+	return nil
+}
+
+// send writes a request to the spawner, starting a new one first if
+// the last one has exited, and returns the spawner it wrote to.
+func (sp *Spawner) send(body []byte, fds []int) (*spawnerProc, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.closed {
+		return sp.h, errors.New("the spawner is closed")
+	}
+	select {
+	case <-sp.h.dead: // killed: a new one serves from now on
+		h, err := startSpawnerProc()
+		if err != nil {
+			return sp.h, err
+		}
+		sp.h.conn.Close() // the dead one's request socket
+		sp.h = h
+	default:
+	}
+	_, _, err := sp.h.conn.WriteMsgUnix(body, unix.UnixRights(fds...), nil)
+	return sp.h, err
 }
 
 // spawnerMain is the spawner's whole life: it serves requests on fd 3
@@ -506,8 +606,18 @@ func (sp *Spawner) start(cmd *exec.Cmd, owner int) (_ *spawnedInit, err error) {
 // parent-death signal, every init it has not reaped).
 func spawnerMain() int {
 	// The terminal's and the operator's signals are the caller's to act
-	// on: the spawner ends only when the caller's end closes.
-	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
+	// on: the spawner ends only when the caller's end closes. They are
+	// caught and dropped, not ignored: an ignored signal stays ignored
+	// across fork and exec, so init and the program would inherit it,
+	// where init started directly gets the default (a caught signal is
+	// reset). One the spawner inherited ignored (nohup) stays ignored, as
+	// it is for init started directly.
+	dropped := make(chan os.Signal, 1) // never read: Notify drops what does not fit
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE} {
+		if !signal.Ignored(sig) {
+			signal.Notify(dropped, sig)
+		}
+	}
 	// No init may inherit the request socket, nor anything the spawner
 	// inherited from its caller's caller (os/exec passes on what is not
 	// close-on-exec).
@@ -558,10 +668,24 @@ func spawnerMain() int {
 		case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
 			err = errors.New("the spawner received a truncated request")
 		default:
-			err = json.Unmarshal(buf[:n], &req)
+			err = decodeRequest(buf[:n], &req)
 		}
 		go spawnInit(run.(*net.UnixConn), req, files[1:], err)
 	}
+}
+
+// decodeRequest decodes one request whole: a field the spawner does not
+// know is one it would not honour, so the request is refused.
+func decodeRequest(b []byte, req *spawnRequest) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(req); err != nil {
+		return fmt.Errorf("the spawner cannot honour the request: %v", err)
+	}
+	if d.More() {
+		return errors.New("the spawner cannot honour the request: data after it")
+	}
+	return nil
 }
 
 func closeFiles(fs []*os.File) {
