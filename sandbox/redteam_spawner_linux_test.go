@@ -276,7 +276,11 @@ func TestRedteamSpawner7FailingWriterDoesNotHangWait(t *testing.T) {
 // and the run waited forever. Here another holder of the spawner's
 // request socket (a pidfd_getfd copy) keeps the request unanswered, and
 // the spawner's death is noticed only after the request was written, as
-// when it races with the write. The run must fail, not hang.
+// when it races with the write. The run must fail, not hang. (Since the
+// fix, the request goes once more to the spawner's successor, and the
+// run starts; the first request, in flight in the held socket, still
+// holds its output pipes open, so Wait gives them up copyDelay after
+// init has exited and fails the run, saying so.)
 func TestRedteamSpawner8DyingSpawnerFailsRun(t *testing.T) {
 	sp := testSpawner(t)
 	pidfd, err := unix.PidfdOpen(sp.PID(), 0)

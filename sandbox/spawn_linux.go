@@ -244,13 +244,19 @@ func (e execInit) wait() (*syscall.Rusage, error) {
 	return ru, nil
 }
 
+// copyDelay bounds how long a spawned init's Wait waits for its
+// output streams to end once init has exited.
+const copyDelay = 5 * time.Second
+
 // spawnedInit is init started by a spawner.
 type spawnedInit struct {
 	h       *spawnerProc // the spawner that started init
 	conn    *net.UnixConn
 	pidv    int
 	pidfd   int
-	copies  sync.WaitGroup // os/exec's copies of non-file streams
+	copies  sync.WaitGroup // os/exec's copies of non-file output streams
+	outputs []*os.File     // the read ends they copy from
+	stdin   *os.File       // the write end a non-file stdin is copied to, or nil
 	copyMu  sync.Mutex     // guards copyErr: not mu, which wait holds while it waits for the copies
 	copyErr error
 	mu      sync.Mutex
@@ -292,7 +298,27 @@ func (p *spawnedInit) wait() (*syscall.Rusage, error) {
 	if rep.Status == nil {
 		return nil, errors.New("the spawner answered without init's status")
 	}
-	p.copies.Wait()
+	// Init and its PID namespace are gone, so the streams end once what
+	// they hold is copied, unless something outside the run holds a
+	// write end (a request still in flight to a spawner that died): as
+	// os/exec's WaitDelay, stop waiting after a while, and say so.
+	if p.stdin != nil {
+		p.stdin.Close() // a stdin copy that still waits for its input writes no more
+	}
+	copied := make(chan struct{})
+	go func() {
+		p.copies.Wait()
+		close(copied)
+	}()
+	select {
+	case <-copied:
+	case <-time.After(copyDelay):
+		for _, r := range p.outputs {
+			_ = r.SetReadDeadline(time.Now())
+		}
+		<-copied
+		return rep.Rusage, fmt.Errorf("the program's output was still held open %s after init exited", copyDelay)
+	}
 	if !rep.Status.Exited() || rep.Status.ExitStatus() != 0 {
 		return rep.Rusage, nil // as os/exec: an unsuccessful exit hides a copy's error
 	}
@@ -423,14 +449,12 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 		files = append(files, r)
 		childEnds = append(childEnds, r)
 		undo = append(undo, func() { w.Close() })
-		p.copies.Add(1)
+		p.stdin = w
 		defer func() {
 			if err != nil {
-				p.copies.Done()
 				return
 			}
 			go func() {
-				defer p.copies.Done()
 				_, _ = io.Copy(w, in) // the program may stop reading: EPIPE is not an error, as for os/exec
 				w.Close()
 			}()
@@ -451,6 +475,7 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 			f = w
 			childEnds = append(childEnds, w)
 			undo = append(undo, func() { r.Close() })
+			p.outputs = append(p.outputs, r)
 			p.copies.Add(1)
 			defer func() {
 				if err != nil {
@@ -491,13 +516,31 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 	for i, f := range files {
 		fds[i] = int(f.Fd())
 	}
-	var h *spawnerProc // the spawner the request goes to
+	var (
+		h   *spawnerProc // the spawner the request goes to
+		rep spawnReply
+	)
 	for attempt := 1; ; attempt++ {
+		var gone bool
 		h, err = sp.send(body, fds)
-		// A spawner that is dying (killed, not yet reaped) refuses the
-		// request: no init was started, so send it once more, to the
-		// spawner that replaces it once it is gone.
-		if err == nil || attempt == 2 || !(errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ECONNREFUSED)) {
+		if err != nil {
+			gone = errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ECONNREFUSED)
+			err = fmt.Errorf("sending the spawner the request: %w", err)
+		} else if err = readAnswer(ctx.Done(), ctx.Err, h, runConn, &rep, &p.pidfd); err != nil {
+			select {
+			case <-h.dead:
+				gone = true
+			default:
+			}
+			err = fmt.Errorf("the spawner's answer: %w", err)
+		}
+		// A spawner that was dying (killed, not yet reaped) refused the
+		// request or never answered it: send it once more, to the
+		// spawner that replaces it once it is gone. An init the dead one
+		// may have started has died with it (its parent-death signal)
+		// before it was told anything; we still hold every descriptor
+		// the request names.
+		if err == nil || !gone || attempt == 2 || ctx.Err() != nil {
 			break
 		}
 		select {
@@ -505,15 +548,13 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 		case <-time.After(5 * time.Second):
 		case <-ctx.Done():
 		}
+		if err := runConn.SetReadDeadline(time.Time{}); err != nil {
+			return nil, err
+		}
 	}
 	runtime.KeepAlive(files)
 	if err != nil {
-		return nil, fmt.Errorf("sending the spawner the request: %w", err)
-	}
-	var rep spawnReply
-	err = readAnswer(ctx.Done(), ctx.Err, h, runConn, &rep, &p.pidfd)
-	if err != nil {
-		return nil, fmt.Errorf("the spawner's answer: %w", err)
+		return nil, err
 	}
 	if rep.Error != "" {
 		if p.pidfd >= 0 {
