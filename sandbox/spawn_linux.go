@@ -187,6 +187,62 @@ type spawnRequest struct {
 	// Owner, when not negative, is the id the starting thread takes
 	// before it starts init (asNamespaceOwner).
 	Owner int `json:"owner"`
+	// Rlimits are the caller's resource limits when it sent the request
+	// (all but RLIMIT_NOFILE, which os/exec sets in the child from the
+	// runtime's record): the spawner takes them before it starts init,
+	// so that init inherits the caller's limits of now, not those of the
+	// spawner's start.
+	Rlimits []spawnRlimit `json:"rlimits"`
+}
+
+// spawnRlimit is one resource limit of a request.
+type spawnRlimit struct {
+	Resource int    `json:"resource"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
+}
+
+// spawnRlimits are the limits a request carries: every resource Linux
+// has, RLIMIT_NOFILE aside.
+var spawnRlimits = []int{unix.RLIMIT_CPU, unix.RLIMIT_FSIZE, unix.RLIMIT_DATA, unix.RLIMIT_STACK, unix.RLIMIT_CORE,
+	unix.RLIMIT_RSS, unix.RLIMIT_NPROC, unix.RLIMIT_MEMLOCK, unix.RLIMIT_AS, unix.RLIMIT_LOCKS,
+	unix.RLIMIT_SIGPENDING, unix.RLIMIT_MSGQUEUE, unix.RLIMIT_NICE, unix.RLIMIT_RTPRIO, unix.RLIMIT_RTTIME}
+
+// currentRlimits reads this process's limits for a request.
+func currentRlimits() ([]spawnRlimit, error) {
+	out := make([]spawnRlimit, 0, len(spawnRlimits))
+	for _, r := range spawnRlimits {
+		var l unix.Rlimit
+		if err := unix.Prlimit(0, r, nil, &l); err != nil {
+			return nil, fmt.Errorf("reading resource limit %d: %w", r, err)
+		}
+		out = append(out, spawnRlimit{Resource: r, Cur: l.Cur, Max: l.Max})
+	}
+	return out, nil
+}
+
+// startMu serializes, in the spawner, taking a request's resource
+// limits (the process's own) and starting init with them.
+var startMu sync.Mutex
+
+// startWithRlimits starts cmd with the spawner's limits set to lims
+// first; a limit it cannot take refuses the start.
+func startWithRlimits(cmd *exec.Cmd, lims []spawnRlimit) error {
+	startMu.Lock()
+	defer startMu.Unlock()
+	if len(lims) != len(spawnRlimits) {
+		return fmt.Errorf("the request carries %d resource limits, want %d", len(lims), len(spawnRlimits))
+	}
+	for i, l := range lims {
+		if l.Resource != spawnRlimits[i] {
+			return fmt.Errorf("the request's resource limit %d is for resource %d, want %d", i, l.Resource, spawnRlimits[i])
+		}
+		lim := unix.Rlimit{Cur: l.Cur, Max: l.Max}
+		if err := unix.Prlimit(0, l.Resource, &lim, nil); err != nil {
+			return fmt.Errorf("taking the caller's resource limit %d (%d, %d): %w", l.Resource, l.Cur, l.Max, err)
+		}
+	}
+	return cmd.Start()
 }
 
 // spawnReply is the spawner's answer on a run's socket: first the pid
@@ -410,6 +466,9 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 	}
 	if len(cmd.ExtraFiles) > maxSpawnFiles-3 {
 		return nil, fmt.Errorf("init would get %d files, more than the spawner carries (%d)", len(cmd.ExtraFiles), maxSpawnFiles-3)
+	}
+	if req.Rlimits, err = currentRlimits(); err != nil {
+		return nil, err
 	}
 	runConn, runEnd, err := seqpacketPair()
 	if err != nil {
@@ -755,7 +814,7 @@ func spawnInit(conn *net.UnixConn, req spawnRequest, files []*os.File, reqErr er
 	}
 	if err == nil {
 		cmd.SysProcAttr.PidFD = &pidfd
-		err = cmd.Start()
+		err = startWithRlimits(cmd, req.Rlimits)
 	}
 	closeFiles(files)
 	if err != nil {

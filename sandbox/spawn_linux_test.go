@@ -276,3 +276,32 @@ func TestSpawnerFailingWriter(t *testing.T) {
 		}
 	}
 }
+
+// Red team (finding 5): a resource limit the operator lowers on the
+// running server (prlimit) reaches the runs the spawner starts, as it
+// reaches those started directly; the spawner was started before.
+func TestSpawnerTakesTheCallersLimitsOfNow(t *testing.T) {
+	sp := testSpawner(t)
+	var old unix.Rlimit
+	if err := unix.Prlimit(0, unix.RLIMIT_STACK, nil, &old); err != nil {
+		t.Fatal(err)
+	}
+	lower := old
+	lower.Cur = 4 << 20
+	if lower.Max != unix.RLIM_INFINITY && lower.Max < lower.Cur {
+		lower.Cur = lower.Max
+	}
+	if err := unix.Prlimit(0, unix.RLIMIT_STACK, &lower, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prlimit(0, unix.RLIMIT_STACK, &old, nil)
+	want := strconv.FormatUint(lower.Cur>>10, 10) + "\n"
+	direct := sandboxed(t, []string{"sh", "-c", "ulimit -s"})
+	spawned := sandboxed(t, []string{"sh", "-c", "ulimit -s"}, withSpawner(sp))
+	if direct.stdout != want {
+		t.Fatalf("started directly the program's stack limit is %q, want %q (the check proves nothing)", direct.stdout, want)
+	}
+	if spawned.stdout != direct.stdout {
+		t.Errorf("the server's stack limit, lowered after the spawner started, is %q through the spawner, %q directly", spawned.stdout, direct.stdout)
+	}
+}
