@@ -1,13 +1,16 @@
 package server_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/sandbox/reaper"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -38,8 +41,19 @@ func TestKill9ReapsSandboxes(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	spawners := spawnersOf(t, cmd.Process.Pid)
+	if len(spawners) != 1 {
+		t.Fatalf("the helper server runs %d spawners, want 1", len(spawners))
+	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
+	// The spawner sees its server's end close and exits; the run's init
+	// dies with it (its parent-death signal).
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(spawners[0], 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed server's spawner %d still runs 10 s later", spawners[0])
+		}
+	}
 	time.Sleep(200 * time.Millisecond)
 	e2 := newEnv(t, envOpts{dsn: dsn, dir: dir, real: true})
 	e2.keys = e.keys
@@ -54,4 +68,33 @@ func TestKill9ReapsSandboxes(t *testing.T) {
 	if len(rep.Removed)+len(rep.Kept) != 0 {
 		t.Fatalf("the killed server's sandbox was not reaped at restart: %+v", rep)
 	}
+}
+
+// spawnersOf returns the sandbox spawners whose parent is pid.
+func spawnersOf(t *testing.T, pid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []int
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || string(cmd) != sandbox.SpawnerArg0+"\x00" {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			found = append(found, n)
+		}
+	}
+	return found
 }

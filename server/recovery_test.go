@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cordon-dev/cordon/evidence/sign"
+	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -71,7 +72,12 @@ func TestHelperServer(t *testing.T) {
 	}
 	var ex server.Executor = markerExec{dir: filepath.Join(dir, "exec"), delay: delay}
 	if os.Getenv(helperEnv+"_REAL") == "1" {
-		ex = &server.RunnerExecutor{StateDir: dir, Key: k, Version: "test"}
+		// As cordon serve: the sandboxes start from a spawner.
+		sp, err := sandbox.StartSpawner()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex = &server.RunnerExecutor{StateDir: dir, Key: k, Version: "test", Spawner: sp}
 	}
 	s, err := server.New(server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true, Workers: 2,
 		Executor: ex, WorkerID: "helper-" + strconv.Itoa(os.Getpid()),
