@@ -825,7 +825,12 @@ func (ps *poolSandbox) runLocal(ctx context.Context, s *sandbox.Spec) (res *sand
 	if err != nil {
 		return nil, false, nil // another key, or no slot ready: not served here
 	}
-	defer cl.Destroy()
+	destroy := true
+	defer func() {
+		if destroy {
+			_ = cl.Destroy()
+		}
+	}()
 	p.Stop() // a warm process serves one run: no successor here (the server starts one)
 	ch := cl.Charge
 	ps.charge = &poolCharge{Slot: cl.Slot, IdleUJ: ch.UJ, Provenance: ch.Provenance, ParkedNS: int64(ch.Parked),
@@ -843,6 +848,14 @@ func (ps *poolSandbox) runLocal(ctx context.Context, s *sandbox.Spec) (res *sand
 		return nil, true, err
 	}
 	res, err = cl.Wait()
+	if err == nil && !res.TimedOut {
+		// Every process of the run is dead and reaped, and its streams
+		// copied out (sandbox.Sandbox.Wait): what is left, init's exit
+		// (its namespaces' teardown) and the cgroup's removal, is done
+		// after the caller has its answer (serveHandoff).
+		destroy = false
+		ps.local.afterAnswer(func() { _ = cl.Destroy() })
+	}
 	return res, true, err
 }
 

@@ -57,7 +57,13 @@ type servedExec struct {
 	// declined is set when the caller's command line names another state
 	// directory: nothing has run, and the caller starts cold.
 	declined string
+	// after is what is left to do once the caller has its answer: the
+	// served slot's destruction, whose run has ended (runLocal).
+	after []func()
 }
+
+// afterAnswer has f run once the caller has been answered.
+func (s *servedExec) afterAnswer(f func()) { s.after = append(s.after, f) }
 
 // errDeclined ends a served exec that declined; its output is dropped.
 var errDeclined = errors.New("declined")
@@ -368,12 +374,29 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) (served bool) {
 	}
 	// The caller's working directory, environment, file mode mask and
 	// standard descriptors (/dev/stdin and /proc/self/fd/0-2 are the
-	// caller's, as in a cold cordon).
+	// caller's, as in a cold cordon). This process's own are kept, and
+	// put back before the answer: once the caller exits, nothing holds
+	// its streams (a reader of its stdout sees the end), as after a cold
+	// cordon's exit.
 	served = true
 	if err := unix.Fchdir(int(files[3].Fd())); err != nil {
 		decline("the working directory: " + err.Error())
 		return served
 	}
+	var own [3]int
+	for i := range own {
+		fd, err := unix.FcntlInt(uintptr(i), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			decline("the standard descriptors: " + err.Error())
+			return served
+		}
+		own[i] = fd
+	}
+	defer func() {
+		for _, fd := range own {
+			unix.Close(fd)
+		}
+	}()
 	for i, f := range files[:3] {
 		if err := unix.Dup3(int(f.Fd()), i, 0); err != nil {
 			decline("the standard descriptors: " + err.Error())
@@ -429,7 +452,18 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) (served bool) {
 	}
 	s.held.release()
 	printPhases(s.held)
+	// The run has ended (its evidence written, its streams copied): this
+	// process lets go of the caller's streams, then answers.
+	for i, fd := range own {
+		_ = unix.Dup3(fd, i, 0)
+	}
+	for _, f := range files[:3] {
+		f.Close()
+	}
 	answer("exit " + strconv.Itoa(code))
+	for _, f := range s.after {
+		f()
+	}
 	return served
 }
 
