@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -60,6 +61,24 @@ type servedExec struct {
 	// after is what is left to do once the caller has its answer: the
 	// served slot's destruction, whose run has ended (runLocal).
 	after []func()
+	// parsed is the server's grant set as grant.Parse returned it for
+	// parsedBytes, before the caller came (a copy of its own, not the
+	// slot's); grants hands it to an exec whose grant set has exactly
+	// these bytes, once.
+	parsedBytes []byte
+	parsed      *grant.Set
+}
+
+// grants returns the grant set parsed from b ahead of the caller, when b
+// is byte for byte what was parsed (grant.Parse depends on nothing else),
+// and only once; otherwise nil, and the caller's exec parses b itself.
+func (s *servedExec) grants(b []byte) *grant.Set {
+	gs := s.parsed
+	s.parsed = nil
+	if gs == nil || !bytes.Equal(b, s.parsedBytes) {
+		return nil
+	}
+	return gs
 }
 
 // afterAnswer has f run once the caller has been answered.
@@ -255,6 +274,12 @@ func poolWarm(e *env, args []string) error {
 	if err != nil {
 		return refuse(err)
 	}
+	// A copy for the served exec (servedExec.grants): a run on the slot
+	// has this grant set, and its parse (0.2 ms) is done now.
+	parsed, err := grant.Parse(gsBytes)
+	if err != nil {
+		return refuse(err)
+	}
 	state, err := execStateDir(*stateDir)
 	if err != nil {
 		return refuse(err)
@@ -285,6 +310,13 @@ func poolWarm(e *env, args []string) error {
 			break
 		}
 	}
+	// The signal handling every exec sets up (signal.Notify) starts the
+	// runtime's signal thread and loop once per process (0.3 ms): they
+	// are started now, on SIGWINCH, whose disposition (ignored) Stop
+	// leaves as it was, so that the served exec finds them running.
+	warmSig := make(chan os.Signal, 1)
+	signal.Notify(warmSig, syscall.SIGWINCH)
+	signal.Stop(warmSig)
 	// Connections are taken until one is served: one that ends, or is
 	// declined, before anything of this process changed leaves it
 	// waiting for the next.
@@ -295,7 +327,7 @@ func poolWarm(e *env, args []string) error {
 			return refuse(fmt.Errorf("accepting: %w", err))
 		}
 		conn := os.NewFile(uintptr(cfd), "caller")
-		served := serveHandoff(conn, cfd, &servedExec{state: state, slot: p, ours: ours, nonce: nonce})
+		served := serveHandoff(conn, cfd, &servedExec{state: state, slot: p, ours: ours, nonce: nonce, parsedBytes: gsBytes, parsed: parsed})
 		conn.Close()
 		if served {
 			unix.Close(3)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
+	"github.com/cordon-dev/cordon/grant"
 )
 
 // residentCmd is this test binary run as cordon (testscript.Main runs main
@@ -820,5 +821,67 @@ func TestResidentAnswerAfterRunEnds(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if j2, _ := os.ReadFile(journal); !bytes.Equal(j, j2) {
 		t.Fatalf("the journal changed after the caller returned:\n%s\nthen\n%s", j, j2)
+	}
+}
+
+// TestServedGrantsOnlyForSameBytes: the grant set a warm process parsed
+// before its caller came serves an exec only when the exec's grant set
+// is byte for byte the one parsed, and only once.
+func TestServedGrantsOnlyForSameBytes(t *testing.T) {
+	b := append([]byte(nil), defaultExecGrants...)
+	gs, err := grant.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := bytes.Replace(b, []byte(`"code"`), []byte(` "code"`), 1) // the same set, other bytes
+	if bytes.Equal(other, b) {
+		t.Fatal("the test's other bytes are the same")
+	}
+	s := &servedExec{parsedBytes: b, parsed: gs}
+	if got := s.grants(other); got != nil {
+		t.Fatal("a grant set of other bytes was served the one parsed ahead")
+	}
+	if got := s.grants(b); got != nil {
+		t.Fatal("the grant set parsed ahead was served after another had asked")
+	}
+	s = &servedExec{parsedBytes: b, parsed: gs}
+	if got := s.grants(b); got != gs {
+		t.Fatalf("the same bytes: got %p, want the set parsed ahead %p", got, gs)
+	}
+	if got := s.grants(b); got != nil {
+		t.Fatal("the grant set parsed ahead was served twice")
+	}
+}
+
+// TestResidentProgramSignalsAsCold: the program of a served run starts
+// with the signal dispositions and mask of a cold run's program (the
+// warm process started its signal handling before the caller came).
+func TestResidentProgramSignalsAsCold(t *testing.T) {
+	state := t.TempDir()
+	startResident(t, state, 1)
+	sig := func(served bool) string {
+		t.Helper()
+		waitWarm(t, state)
+		cmd := residentCmd(t, "exec", "--stats", "--state", state, "--", "cat", "/proc/self/status")
+		if !served {
+			cmd.Env = append(cmd.Env, "CORDON_RESIDENT=off")
+		}
+		r := runCmd(t, cmd)
+		if r.code != 0 || strings.Contains(r.stderr, servedLine) != served {
+			t.Fatalf("served %v: exit %d, %s", served, r.code, r.stderr)
+		}
+		var lines []string
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if strings.HasPrefix(l, "SigIgn:") || strings.HasPrefix(l, "SigBlk:") || strings.HasPrefix(l, "SigCgt:") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 3 {
+			t.Fatalf("served %v: no signal lines in %q", served, r.stdout)
+		}
+		return strings.Join(lines, "; ")
+	}
+	if served, cold := sig(true), sig(false); served != cold {
+		t.Fatalf("the served program's signals (%s) differ from a cold one's (%s)", served, cold)
 	}
 }
