@@ -814,8 +814,9 @@ func (sb *Sandbox) Wait() (*Result, error) {
 		// reported (initMain), so the relays end now, with all the
 		// program wrote. Its own exit (the teardown of its namespaces,
 		// about 1 ms) is Destroy's: nothing of the run needs it, since
-		// the cgroup gave the figures. With egress, the bridge's last
-		// records come as init exits, so Wait waits for it (below).
+		// the cgroup gave the figures. With egress (which Prepare
+		// refuses), the bridge's last records would come as init exits:
+		// Wait would wait for it (below).
 		waitBounded(func() { <-sb.relayed }, 5*time.Second)
 		phase.Add("wait: streams relayed")
 		return res, nil
