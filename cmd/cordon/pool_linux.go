@@ -346,17 +346,38 @@ func listenPrivate(sock, busy string) (*net.UnixListener, error) {
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	old := unix.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	unix.Umask(old)
+	// The socket is made 0600 by its own mode before bind (privateMode),
+	// not by this process's umask: a umask changed for the moment would
+	// apply to whatever another goroutine makes meanwhile (a slot's run
+	// record directory, made 0600 without its search bit, and every run
+	// on the state directory refused).
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = privateMode(int(fd)) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	l, err := lc.Listen(context.Background(), "unix", sock)
 	if err != nil {
 		return nil, err
 	}
+	ln := l.(*net.UnixListener)
 	if err := os.Chmod(sock, 0o600); err != nil {
 		ln.Close()
 		return nil, err
 	}
 	return ln, nil
+}
+
+// privateMode gives the unix socket fd, before it is bound, the mode
+// 0600: Linux makes the bound file with the socket's own mode less the
+// umask.
+func privateMode(fd int) error {
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		return fmt.Errorf("making the socket private: %w", err)
+	}
+	return nil
 }
 
 // peerCred is the connection's peer's credentials (SO_PEERCRED: as of

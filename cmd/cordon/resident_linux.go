@@ -817,9 +817,10 @@ func listenResident(state string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	old := unix.Umask(0o177)
-	err = unix.Bind(fd, &unix.SockaddrUnix{Name: sock})
-	unix.Umask(old)
+	err = privateMode(fd) // not the umask: it is the whole process's (listenPrivate)
+	if err == nil {
+		err = unix.Bind(fd, &unix.SockaddrUnix{Name: sock})
+	}
 	if err == nil {
 		err = unix.Chmod(sock, 0o600)
 	}
