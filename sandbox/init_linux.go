@@ -137,6 +137,13 @@ func initMain() int {
 		return ExitRefused // the parent gave up
 	}
 	phase.Add("go")
+	// /dev/null, opened before the restrictions (close-on-exec: the
+	// program never gets it), takes the place of init's own standard
+	// streams once the program's processes are reaped (below).
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(setupErr("sandbox init: opening /dev/null: %v", err))
+	}
 	if cfg.Rootless {
 		if err := chownWork(cfg.UID, cfg.GID); err != nil {
 			return fail(setupErr("sandbox init: giving /work to the program: %v", err))
@@ -160,6 +167,17 @@ func initMain() int {
 	}
 	msg := reap(pid)
 	msg.Left = left
+	// Nothing of the program's is left (reap): init lets go of the
+	// sandbox's standard streams before it reports, so that they end as
+	// the exit status is known, and a prepared sandbox's relays (which
+	// copy them out) end without waiting for init's own exit, the
+	// namespaces' teardown (Sandbox.Wait).
+	// (Should a dup3 fail, that stream ends at init's exit, which the
+	// parent then waits for.)
+	for fd := 0; fd < 3; fd++ {
+		_ = unix.Dup3(null, fd, 0)
+	}
+	unix.Close(null)
 	phase.Add("program reaped")
 	if cfg.Phases {
 		msg.Phases = phase.Marks()

@@ -755,7 +755,11 @@ func (sb *Sandbox) Start() error {
 // then reads the run's resources from its cgroup, copies the declared
 // outputs back and releases init. It returns what Run returns: the
 // result, or nil and an error when the program did not run to
-// completion. It returns an error wrapping ErrLifecycle unless Start
+// completion. When it returns a result that did not time out, every
+// process the program started is dead and reaped, and what they wrote to
+// stdout and stderr has been copied out; Wait waits for init's own exit
+// too, except in a prepared sandbox (Prepare) with a cgroup and no
+// egress, where Destroy waits for it. It returns an error wrapping ErrLifecycle unless Start
 // succeeded and Wait has not been called. The sandbox must still be
 // destroyed.
 func (sb *Sandbox) Wait() (*Result, error) {
@@ -833,6 +837,19 @@ func (sb *Sandbox) Wait() (*Result, error) {
 	}
 	phase.Add("wait: outputs")
 	sb.ctl.Close() // init exits on EOF (a second Close does nothing)
+	if sb.relayed != nil && sb.cg != nil && len(s.Grants.Egress) == 0 {
+		// A prepared sandbox: init has reaped everything else in its PID
+		// namespace and let go of the sandbox's streams before it
+		// reported (initMain), so the relays end now, with all the
+		// program wrote. Its own exit (the teardown of its namespaces,
+		// about 1 ms) is Destroy's: nothing of the run needs it, since
+		// the cgroup gave the figures. With egress (which Prepare
+		// refuses), the bridge's last records would come as init exits:
+		// Wait would wait for it (below).
+		waitBounded(func() { <-sb.relayed }, 5*time.Second)
+		phase.Add("wait: streams relayed")
+		return res, nil
+	}
 	sb.waited = true
 	ru, err := sb.proc.wait()
 	if err != nil {

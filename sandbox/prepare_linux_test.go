@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -273,4 +274,98 @@ func TestPreparedStreamsArePipes(t *testing.T) {
 	if n := strings.Count(string(b), "-> pipe:["); n != 3 || strings.Contains(string(b), f.Name()) || strings.Contains(string(b), "/etc/hostname") {
 		t.Fatalf("the program's streams:\n%s", b)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer that a relay may write while the test
+// reads it; each write takes slow.
+type lockedBuffer struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	slow time.Duration
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	time.Sleep(l.slow)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestPreparedWaitLeavesNothingRunning: when a prepared sandbox's Wait
+// returns, the program's processes are all dead and reaped (one left
+// looping in the background, writing to stdout, and one sleeping), and
+// its output is complete, though slow to copy: nothing more arrives
+// afterwards. With a cgroup
+// (root here), init's own exit is left to Destroy, which reaps init and
+// removes the run's cgroup.
+func TestPreparedWaitLeavesNothingRunning(t *testing.T) {
+	ctx := context.Background()
+	p, err := Prepare(ctx, preparedSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Destroy()
+	out := lockedBuffer{slow: 20 * time.Millisecond}
+	const marker = "leaves-nothing-4711"
+	script := "while :; do echo tick; done & sleep 60." + marker[len(marker)-4:] + " & echo " + marker + "; sleep 0.1; exit 3"
+	if err := p.Start(ctx, &Launch{Argv: []string{"sh", "-c", script}, Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if res.ExitCode != 3 || !strings.Contains(got, marker+"\n") || !strings.Contains(got, "tick\n") {
+		t.Fatalf("exit %d, stdout %.200q", res.ExitCode, got)
+	}
+	// No process of the run: the shell and its background loop carry the
+	// script in their command line, the sleep its own.
+	for _, e := range procEntries(t) {
+		b, err := os.ReadFile("/proc/" + e + "/cmdline")
+		if err == nil && (bytes.Contains(b, []byte(marker)) || bytes.Contains(b, []byte("60.4711"))) {
+			t.Fatalf("process %s of the run is alive after Wait: %q", e, b)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if later := out.String(); later != got {
+		t.Fatalf("stdout grew after Wait returned: %d bytes, then %d", len(got), len(later))
+	}
+	pid, runID := p.InitPID(), p.sb.runID
+	if p.sb.cg != nil && p.sb.waited {
+		t.Fatal("Wait of a prepared sandbox with a cgroup waited for init's exit; Destroy should")
+	}
+	if err := p.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("init (pid %d) after Destroy: kill 0 = %v, want ESRCH (reaped)", pid, err)
+	}
+	if os.Geteuid() == 0 {
+		if dirs := cgroupDirs(t, runID); len(dirs) > 0 {
+			t.Fatalf("the run's cgroup after Destroy: %v", dirs)
+		}
+	}
+}
+
+// procEntries are the pids in /proc.
+func procEntries(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if e.Name()[0] >= '0' && e.Name()[0] <= '9' {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }

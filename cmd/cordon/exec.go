@@ -117,9 +117,15 @@ func runExec(e *env, args []string) error {
 		}
 		gsBytes, gsName = b, *grantsFile
 	}
-	gs, err := grant.Parse(gsBytes)
-	if err != nil {
-		return refuse(fmt.Errorf("exec: %s: %w", gsName, err))
+	var gs *grant.Set
+	if e.served != nil {
+		gs = e.served.grants(gsBytes) // the same bytes, parsed before the caller came; or nil
+	}
+	if gs == nil {
+		var err error
+		if gs, err = grant.Parse(gsBytes); err != nil {
+			return refuse(fmt.Errorf("exec: %s: %w", gsName, err))
+		}
 	}
 	limits, err := execLimits(gs, *timeout)
 	if err != nil {

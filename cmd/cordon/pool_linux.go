@@ -346,19 +346,38 @@ func listenPrivate(sock, busy string) (*net.UnixListener, error) {
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	// No umask: it is the process's, and a directory another goroutine
-	// makes meanwhile would get it (a runs directory without its x bit).
-	// The socket is born in the 0700 directory checked above, where no
-	// other uid reaches it, and is narrowed before it is used.
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	// The socket is made 0600 by its own mode before bind (privateMode),
+	// not by this process's umask: a umask changed for the moment would
+	// apply to whatever another goroutine makes meanwhile (a slot's run
+	// record directory, made 0600 without its search bit, and every run
+	// on the state directory refused).
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = privateMode(int(fd)) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	l, err := lc.Listen(context.Background(), "unix", sock)
 	if err != nil {
 		return nil, err
 	}
+	ln := l.(*net.UnixListener)
 	if err := os.Chmod(sock, 0o600); err != nil {
 		ln.Close()
 		return nil, err
 	}
 	return ln, nil
+}
+
+// privateMode gives the unix socket fd, before it is bound, the mode
+// 0600: Linux makes the bound file with the socket's own mode less the
+// umask.
+func privateMode(fd int) error {
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		return fmt.Errorf("making the socket private: %w", err)
+	}
+	return nil
 }
 
 // peerCred is the connection's peer's credentials (SO_PEERCRED: as of
@@ -827,7 +846,12 @@ func (ps *poolSandbox) runLocal(ctx context.Context, s *sandbox.Spec) (res *sand
 	if err != nil {
 		return nil, false, nil // another key, or no slot ready: not served here
 	}
-	defer cl.Destroy()
+	destroy := true
+	defer func() {
+		if destroy {
+			_ = cl.Destroy()
+		}
+	}()
 	p.Stop() // a warm process serves one run: no successor here (the server starts one)
 	ch := cl.Charge
 	ps.charge = &poolCharge{Slot: cl.Slot, IdleUJ: ch.UJ, Provenance: ch.Provenance, ParkedNS: int64(ch.Parked),
@@ -845,6 +869,14 @@ func (ps *poolSandbox) runLocal(ctx context.Context, s *sandbox.Spec) (res *sand
 		return nil, true, err
 	}
 	res, err = cl.Wait()
+	if err == nil && !res.TimedOut {
+		// Every process of the run is dead and reaped, and its streams
+		// copied out (sandbox.Sandbox.Wait): what is left, init's exit
+		// (its namespaces' teardown) and the cgroup's removal, is done
+		// after the caller has its answer (serveHandoff).
+		destroy = false
+		ps.local.afterAnswer(func() { _ = cl.Destroy() })
+	}
 	return res, true, err
 }
 

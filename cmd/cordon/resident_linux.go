@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -57,7 +58,31 @@ type servedExec struct {
 	// declined is set when the caller's command line names another state
 	// directory: nothing has run, and the caller starts cold.
 	declined string
+	// after is what is left to do once the caller has its answer: the
+	// served slot's destruction, whose run has ended (runLocal).
+	after []func()
+	// parsed is the server's grant set as grant.Parse returned it for
+	// parsedBytes, before the caller came (a copy of its own, not the
+	// slot's); grants hands it to an exec whose grant set has exactly
+	// these bytes, once.
+	parsedBytes []byte
+	parsed      *grant.Set
 }
+
+// grants returns the grant set parsed from b ahead of the caller, when b
+// is byte for byte what was parsed (grant.Parse depends on nothing else),
+// and only once; otherwise nil, and the caller's exec parses b itself.
+func (s *servedExec) grants(b []byte) *grant.Set {
+	gs := s.parsed
+	s.parsed = nil
+	if gs == nil || !bytes.Equal(b, s.parsedBytes) {
+		return nil
+	}
+	return gs
+}
+
+// afterAnswer has f run once the caller has been answered.
+func (s *servedExec) afterAnswer(f func()) { s.after = append(s.after, f) }
 
 // errDeclined ends a served exec that declined; its output is dropped.
 var errDeclined = errors.New("declined")
@@ -249,6 +274,12 @@ func poolWarm(e *env, args []string) error {
 	if err != nil {
 		return refuse(err)
 	}
+	// A copy for the served exec (servedExec.grants): a run on the slot
+	// has this grant set, and its parse (0.2 ms) is done now.
+	parsed, err := grant.Parse(gsBytes)
+	if err != nil {
+		return refuse(err)
+	}
 	state, err := execStateDir(*stateDir)
 	if err != nil {
 		return refuse(err)
@@ -279,6 +310,13 @@ func poolWarm(e *env, args []string) error {
 			break
 		}
 	}
+	// The signal handling every exec sets up (signal.Notify) starts the
+	// runtime's signal thread and loop once per process (0.3 ms): they
+	// are started now, on SIGWINCH, whose disposition (ignored) Stop
+	// leaves as it was, so that the served exec finds them running.
+	warmSig := make(chan os.Signal, 1)
+	signal.Notify(warmSig, syscall.SIGWINCH)
+	signal.Stop(warmSig)
 	// Connections are taken until one is served: one that ends, or is
 	// declined, before anything of this process changed leaves it
 	// waiting for the next.
@@ -289,7 +327,7 @@ func poolWarm(e *env, args []string) error {
 			return refuse(fmt.Errorf("accepting: %w", err))
 		}
 		conn := os.NewFile(uintptr(cfd), "caller")
-		served := serveHandoff(conn, cfd, &servedExec{state: state, slot: p, ours: ours, nonce: nonce})
+		served := serveHandoff(conn, cfd, &servedExec{state: state, slot: p, ours: ours, nonce: nonce, parsedBytes: gsBytes, parsed: parsed})
 		conn.Close()
 		if served {
 			unix.Close(3)
@@ -368,12 +406,29 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) (served bool) {
 	}
 	// The caller's working directory, environment, file mode mask and
 	// standard descriptors (/dev/stdin and /proc/self/fd/0-2 are the
-	// caller's, as in a cold cordon).
+	// caller's, as in a cold cordon). This process's own are kept, and
+	// put back before the answer: once the caller exits, nothing holds
+	// its streams (a reader of its stdout sees the end), as after a cold
+	// cordon's exit.
 	served = true
 	if err := unix.Fchdir(int(files[3].Fd())); err != nil {
 		decline("the working directory: " + err.Error())
 		return served
 	}
+	var own [3]int
+	for i := range own {
+		fd, err := unix.FcntlInt(uintptr(i), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			decline("the standard descriptors: " + err.Error())
+			return served
+		}
+		own[i] = fd
+	}
+	defer func() {
+		for _, fd := range own {
+			unix.Close(fd)
+		}
+	}()
 	for i, f := range files[:3] {
 		if err := unix.Dup3(int(f.Fd()), i, 0); err != nil {
 			decline("the standard descriptors: " + err.Error())
@@ -429,7 +484,18 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) (served bool) {
 	}
 	s.held.release()
 	printPhases(s.held)
+	// The run has ended (its evidence written, its streams copied): this
+	// process lets go of the caller's streams, then answers.
+	for i, fd := range own {
+		_ = unix.Dup3(fd, i, 0)
+	}
+	for _, f := range files[:3] {
+		f.Close()
+	}
 	answer("exit " + strconv.Itoa(code))
+	for _, f := range s.after {
+		f()
+	}
 	return served
 }
 
@@ -751,9 +817,10 @@ func listenResident(state string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Bound in the 0700 directory listenPrivate checked, then narrowed:
-	// no umask, which is the process's (listenPrivate).
-	err = unix.Bind(fd, &unix.SockaddrUnix{Name: sock})
+	err = privateMode(fd) // not the umask: it is the whole process's (listenPrivate)
+	if err == nil {
+		err = unix.Bind(fd, &unix.SockaddrUnix{Name: sock})
+	}
 	if err == nil {
 		err = unix.Chmod(sock, 0o600)
 	}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
+	"github.com/cordon-dev/cordon/grant"
 )
 
 // residentCmd is this test binary run as cordon (testscript.Main runs main
@@ -720,5 +721,167 @@ func TestResidentSigpipe(t *testing.T) {
 	j, err := os.ReadFile(journal)
 	if err != nil || !bytes.Contains(j, []byte(`"type":"pool.claim"`)) {
 		t.Fatalf("the first run was not served by a warm slot: %v\n%s", err, j)
+	}
+}
+
+// TestResidentAnswerAfterRunEnds: a served run's caller returns only when
+// nothing of the run is left and its evidence is complete: the program
+// left a loop writing to stdout and a sleep in the background, yet when
+// the caller exits they are gone, the journal already ends with the
+// command's outcome and verifies, the warm process holds none of the
+// caller's streams (its stdout's reader sees the end), and the output
+// does not change afterwards.
+func TestResidentAnswerAfterRunEnds(t *testing.T) {
+	state := t.TempDir()
+	startResident(t, state, 1)
+	dir := t.TempDir()
+	journal := filepath.Join(dir, "j.jsonl")
+	const script = "while :; do echo tick-5813; done & sleep 60.5813 & echo started; sleep 0.1; exit 3"
+	cmd := residentCmd(t, "exec", "--stats", "--state", state, "--journal", journal, "--", "sh", "-c", script)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	errFile, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errFile.Close()
+	cmd.Stdout, cmd.Stderr = w, errFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	var out bytes.Buffer
+	eof := make(chan struct{})
+	go func() {
+		defer close(eof)
+		_, _ = io.Copy(&out, r)
+	}()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	// At once, while the warm process may still be tearing the sandbox
+	// down: none of the caller's streams is open in it.
+	stderr, _ := os.ReadFile(errFile.Name())
+	var warm int
+	if i := strings.Index(string(stderr), "(pid "); i >= 0 {
+		warm, _ = strconv.Atoi(strings.SplitN(string(stderr[i+5:]), ")", 2)[0])
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(r.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
+	if fds, err := os.ReadDir("/proc/" + strconv.Itoa(warm) + "/fd"); err == nil {
+		for _, fd := range fds {
+			if l, _ := os.Readlink("/proc/" + strconv.Itoa(warm) + "/fd/" + fd.Name()); l == pipe {
+				t.Fatalf("the warm process (pid %d) still holds the caller's stdout (fd %s) after answering", warm, fd.Name())
+			}
+		}
+	}
+	if p := findProc("sh\x00-c\x00" + script); len(p) > 0 {
+		t.Fatalf("the program's shell or its background loop outlived the caller: %v", p)
+	}
+	if p := findProc("sleep\x0060.5813"); len(p) > 0 {
+		t.Fatalf("the program's background sleep outlived the caller: %v", p)
+	}
+	j, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 3 || warm == 0 || !strings.Contains(string(stderr), "cordon: pool: slot") {
+		t.Fatalf("exit %d (want 3), not served by a warm slot? %s", code, stderr)
+	}
+	snapshot := filepath.Join(dir, "at-exit.jsonl")
+	if err := os.WriteFile(snapshot, j, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(j, []byte(`"type":"command"`)) {
+		t.Fatalf("the journal lacks the command's outcome when the caller returned:\n%s", j)
+	}
+	if r := runCmd(t, residentCmd(t, "verify", "journal", snapshot)); r.code != 0 {
+		t.Fatalf("verify journal (as it was when the caller returned): %s", r.stderr)
+	}
+	select {
+	case <-eof:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller's stdout did not end after it exited")
+	}
+	got := out.String()
+	if !strings.Contains(got, "started\n") || !strings.Contains(got, "tick-5813\n") {
+		t.Fatalf("stdout: %.200q", got)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if j2, _ := os.ReadFile(journal); !bytes.Equal(j, j2) {
+		t.Fatalf("the journal changed after the caller returned:\n%s\nthen\n%s", j, j2)
+	}
+}
+
+// TestServedGrantsOnlyForSameBytes: the grant set a warm process parsed
+// before its caller came serves an exec only when the exec's grant set
+// is byte for byte the one parsed, and only once.
+func TestServedGrantsOnlyForSameBytes(t *testing.T) {
+	b := append([]byte(nil), defaultExecGrants...)
+	gs, err := grant.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := bytes.Replace(b, []byte(`"code"`), []byte(` "code"`), 1) // the same set, other bytes
+	if bytes.Equal(other, b) {
+		t.Fatal("the test's other bytes are the same")
+	}
+	s := &servedExec{parsedBytes: b, parsed: gs}
+	if got := s.grants(other); got != nil {
+		t.Fatal("a grant set of other bytes was served the one parsed ahead")
+	}
+	if got := s.grants(b); got != nil {
+		t.Fatal("the grant set parsed ahead was served after another had asked")
+	}
+	s = &servedExec{parsedBytes: b, parsed: gs}
+	if got := s.grants(b); got != gs {
+		t.Fatalf("the same bytes: got %p, want the set parsed ahead %p", got, gs)
+	}
+	if got := s.grants(b); got != nil {
+		t.Fatal("the grant set parsed ahead was served twice")
+	}
+}
+
+// TestResidentProgramSignalsAsCold: the program of a served run starts
+// with the signal dispositions and mask of a cold run's program (the
+// warm process started its signal handling before the caller came).
+func TestResidentProgramSignalsAsCold(t *testing.T) {
+	state := t.TempDir()
+	startResident(t, state, 1)
+	sig := func(served bool) string {
+		t.Helper()
+		waitWarm(t, state)
+		cmd := residentCmd(t, "exec", "--stats", "--state", state, "--", "cat", "/proc/self/status")
+		if !served {
+			cmd.Env = append(cmd.Env, "CORDON_RESIDENT=off")
+		}
+		r := runCmd(t, cmd)
+		if r.code != 0 || strings.Contains(r.stderr, servedLine) != served {
+			t.Fatalf("served %v: exit %d, %s", served, r.code, r.stderr)
+		}
+		var lines []string
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if strings.HasPrefix(l, "SigIgn:") || strings.HasPrefix(l, "SigBlk:") || strings.HasPrefix(l, "SigCgt:") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 3 {
+			t.Fatalf("served %v: no signal lines in %q", served, r.stdout)
+		}
+		return strings.Join(lines, "; ")
+	}
+	if served, cold := sig(true), sig(false); served != cold {
+		t.Fatalf("the served program's signals (%s) differ from a cold one's (%s)", served, cold)
 	}
 }
