@@ -42,6 +42,11 @@ import (
 // InitArg0 is argv[0] of the re-executed binary acting as sandbox init.
 const InitArg0 = "cordon-sandbox-init"
 
+// SpawnerArg0 is argv[0] of the re-executed binary acting as a spawner
+// (spawn_linux.go), which starts sandbox inits for the process that
+// started it.
+const SpawnerArg0 = "cordon-sandbox-spawner"
+
 // Exit statuses of a run that did not produce the program's own status,
 // as timeout(1) and env(1) use them.
 const (

@@ -59,9 +59,6 @@ type spawnerProc struct {
 	dead chan struct{} // closed when the process has exited
 }
 
-// SpawnerArg0 is argv[0] of the re-executed binary acting as a
-// spawner.
-const SpawnerArg0 = "cordon-sandbox-spawner"
 
 // spawnerFD is the request socket's descriptor in the spawner.
 const spawnerFD = 3

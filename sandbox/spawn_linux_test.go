@@ -14,6 +14,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// startSleeping starts `sleep 60` in a sandbox through sp, destroyed
+// when the test ends.
+func startSleeping(t *testing.T, sp *Spawner) *Sandbox {
+	t.Helper()
+	s := newEscapeSpec(t)
+	s.Argv = []string{"sleep", "60"}
+	s.Spawner = sp
+	sb, err := Create(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Destroy() })
+	if err := sb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
 // testSpawner starts a spawner for the test and closes it afterwards.
 func testSpawner(t *testing.T) *Spawner {
 	t.Helper()
@@ -118,17 +136,7 @@ func parentOf(t *testing.T, pid int) int {
 func TestSpawnerHoldsOnlyCloseOnExec(t *testing.T) {
 	sp := testSpawner(t)
 	// A run in flight, so that the spawner holds a run's socket too.
-	s := newEscapeSpec(t)
-	s.Argv = []string{"sleep", "60"}
-	s.Spawner = sp
-	sb, err := Create(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Destroy()
-	if err := sb.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startSleeping(t, sp)
 	dir := "/proc/" + strconv.Itoa(sp.PID()) + "/fdinfo"
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -164,17 +172,7 @@ func TestSpawnerHoldsOnlyCloseOnExec(t *testing.T) {
 // run gets a new spawner.
 func TestSpawnerKilledEndsItsRuns(t *testing.T) {
 	sp := testSpawner(t)
-	s := newEscapeSpec(t)
-	s.Argv = []string{"sleep", "60"}
-	s.Spawner = sp
-	sb, err := Create(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Destroy()
-	if err := sb.Start(); err != nil {
-		t.Fatal(err)
-	}
+	sb := startSleeping(t, sp)
 	initPID, old := sb.proc.pid(), sp.PID()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

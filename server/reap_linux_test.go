@@ -1,16 +1,14 @@
 package server_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/internal/proctest"
 	"github.com/cordon-dev/cordon/sandbox/reaper"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -41,7 +39,7 @@ func TestKill9ReapsSandboxes(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	spawners := spawnersOf(t, cmd.Process.Pid)
+	spawners := proctest.Spawners(t, cmd.Process.Pid)
 	if len(spawners) != 1 {
 		t.Fatalf("the helper server runs %d spawners, want 1", len(spawners))
 	}
@@ -68,33 +66,4 @@ func TestKill9ReapsSandboxes(t *testing.T) {
 	if len(rep.Removed)+len(rep.Kept) != 0 {
 		t.Fatalf("the killed server's sandbox was not reaped at restart: %+v", rep)
 	}
-}
-
-// spawnersOf returns the sandbox spawners whose parent is pid.
-func spawnersOf(t *testing.T, pid int) []int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var found []int
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || string(cmd) != sandbox.SpawnerArg0+"\x00" {
-			continue
-		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			found = append(found, n)
-		}
-	}
-	return found
 }

@@ -21,7 +21,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,7 +28,7 @@ import (
 	"time"
 
 	"github.com/cordon-dev/cordon/evidence/sign"
-	"github.com/cordon-dev/cordon/sandbox"
+	"github.com/cordon-dev/cordon/internal/proctest"
 	"github.com/cordon-dev/cordon/server"
 	"github.com/cordon-dev/cordon/store"
 )
@@ -308,7 +307,7 @@ func TestServeLifecycle(t *testing.T) {
 	}
 	// serve executes runs: it starts their sandboxes from a spawner
 	// (sandbox.Spawner), its child, which ends with it.
-	spawners := spawnerChildren(t, os.Getpid())
+	spawners := proctest.Spawners(t, os.Getpid())
 	if len(spawners) != 1 {
 		t.Fatalf("serve runs %d sandbox spawners, want 1", len(spawners))
 	}
@@ -344,35 +343,6 @@ func TestServeLifecycle(t *testing.T) {
 	if err := syscall.Kill(spawners[0], 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("serve's spawner %d outlives it: %v", spawners[0], err)
 	}
-}
-
-// spawnerChildren returns the sandbox spawners whose parent is pid.
-func spawnerChildren(t *testing.T, pid int) []int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var found []int
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || string(cmd) != sandbox.SpawnerArg0+"\x00" {
-			continue
-		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			found = append(found, n)
-		}
-	}
-	return found
 }
 
 // selfSigned writes a self-signed certificate for 127.0.0.1.
