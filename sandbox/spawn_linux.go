@@ -497,9 +497,9 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 		req.Stdin = true
 		files = append(files, in)
 	default:
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, err
+		r, w, perr := os.Pipe() // not err: the deferred start below must see start's own
+		if perr != nil {
+			return nil, perr
 		}
 		req.Stdin = true
 		files = append(files, r)
@@ -524,9 +524,9 @@ func (sp *Spawner) start(ctx context.Context, cmd *exec.Cmd, owner int) (_ *spaw
 		case *os.File:
 			f = o
 		default:
-			r, w, err := os.Pipe()
-			if err != nil {
-				return nil, err
+			r, w, perr := os.Pipe() // not err: the deferred start below must see start's own
+			if perr != nil {
+				return nil, perr
 			}
 			f = w
 			childEnds = append(childEnds, w)

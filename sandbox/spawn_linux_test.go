@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -301,5 +302,50 @@ func TestSpawnerTakesTheCallersLimitsOfNow(t *testing.T) {
 	}
 	if spawned.stdout != direct.stdout {
 		t.Errorf("the server's stack limit, lowered after the spawner started, is %q through the spawner, %q directly", spawned.stdout, direct.stdout)
+	}
+}
+
+// watchedWriter reports whether anything ever copied into it.
+type watchedWriter struct{ used chan struct{} }
+
+func (w watchedWriter) Write(p []byte) (int, error) {
+	select {
+	case w.used <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (w watchedWriter) ReadFrom(r io.Reader) (int64, error) {
+	select {
+	case w.used <- struct{}{}:
+	default:
+	}
+	return io.Copy(io.Discard, r)
+}
+
+// A run the spawner refuses leaves no copy of its streams behind, still
+// writing to the caller's writers after Run has returned (it did: the
+// copies' start checked a shadowed error).
+func TestSpawnerRefusedRunCopiesNothing(t *testing.T) {
+	sp, err := StartSpawner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w := watchedWriter{used: make(chan struct{}, 1)}
+	s := newEscapeSpec(t)
+	s.Argv = []string{"true"}
+	s.Spawner = sp
+	s.Stdin, s.Stdout, s.Stderr = strings.NewReader("input"), w, w
+	if r := runEscape(s); r.err == nil {
+		t.Fatal("a run through a closed spawner was not refused")
+	}
+	select {
+	case <-w.used:
+		t.Error("a refused run's stream copy still ran after Run returned")
+	case <-time.After(300 * time.Millisecond):
 	}
 }
