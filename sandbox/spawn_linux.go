@@ -59,7 +59,6 @@ type spawnerProc struct {
 	dead chan struct{} // closed when the process has exited
 }
 
-
 // spawnerFD is the request socket's descriptor in the spawner.
 const spawnerFD = 3
 
