@@ -179,6 +179,11 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st.Engine() == store.SQLite {
+		if err := st.CacheHotReads(); err != nil { // as cordon serve does
+			t.Fatal(err)
+		}
+	}
 	k, err := sign.Generate()
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,11 @@ func TestHelperServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st.Engine() == store.SQLite {
+		if err := st.CacheHotReads(); err != nil { // as cordon serve does
+			t.Fatal(err)
+		}
+	}
 	k, _ := sign.Generate()
 	maxWall, _ := time.ParseDuration(os.Getenv(helperEnv + "_WALL"))
 	delay := time.Minute

@@ -1,19 +1,23 @@
 package server_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/cordon-dev/cordon/internal/pgtest"
+	"github.com/cordon-dev/cordon/store"
 )
 
-// TestRevokedKeyRefusedAtOnceEverywhere: no server keeps a key it has
-// authenticated. Two servers share one database (SQLite, and
-// PostgreSQL); a key reads through both, warming anything
-// either could cache, then is revoked (and another rotated) through the
-// first, and the very next request with it to the second, and to the
-// first, is refused 401, under reads from other goroutines in flight.
+// TestRevokedKeyRefusedAtOnceEverywhere: no server uses a key after
+// its revocation has returned. On PostgreSQL two servers share the
+// database; on SQLite one server holds it (a second is refused) and
+// caches its hot reads (store.CacheHotReads). A key reads through every
+// server, warming anything one could cache, then is revoked (and another
+// rotated) through the first, and the very next request with it to
+// every server is refused 401, under reads from other goroutines in
+// flight.
 func TestRevokedKeyRefusedAtOnceEverywhere(t *testing.T) {
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
@@ -24,7 +28,19 @@ func TestRevokedKeyRefusedAtOnceEverywhere(t *testing.T) {
 			}
 			a := newEnv(t, envOpts{dir: filepath.Join(dir, "a"), dsn: dsn})
 			a.setup(projectFor("true"))
-			b := newEnv(t, envOpts{dir: filepath.Join(dir, "b"), dsn: dsn})
+			b := a // SQLite: the one server
+			if engine == "postgres" {
+				b = newEnv(t, envOpts{dir: filepath.Join(dir, "b"), dsn: dsn})
+			} else {
+				other, err := store.Open(t.Context(), dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := other.CacheHotReads(); !errors.Is(err, store.ErrDatabaseHeld) {
+					t.Errorf("a second server on the SQLite database: %v, want ErrDatabaseHeld", err)
+				}
+				other.Close()
+			}
 			for name, key := range map[string]string{"member": a.keys["member"], "approver": a.keys["approver"]} {
 				for _, e := range []*env{a, b, b, a} {
 					e.must(200, "GET", "/v1/whoami", key, "")

@@ -132,12 +132,17 @@ func (s *Store) Audited(ctx context.Context, change func(ctx context.Context) (*
 		return err
 	}
 	defer s.wgate.release()
+	// The hot reads' cache learns of the transaction's writes once it
+	// has ended (hot.go): after the commit below, or after the rollback
+	// deferred next (deferred calls run last first).
+	pend := &pending{}
+	defer pend.run()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	ev, err := change(context.WithValue(ctx, txKey{}, tx))
+	ev, err := change(context.WithValue(context.WithValue(ctx, txKey{}, tx), pendingKey{}, pend))
 	if err != nil {
 		return err
 	}

@@ -165,9 +165,23 @@ func (s *Store) CreateRunCapped(ctx context.Context, tenantID, projectID, task s
 
 // Run returns a tenant's run; another tenant's is ErrNotFound.
 func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
+	hot, gen, all, now := s.hotFor(ctx), uint64(0), uint64(0), time.Time{}
+	if hot != nil {
+		now = s.now()
+		var r *Run
+		if r, gen, all = hot.run(id, now); r != nil {
+			if r.TenantID != tenantID {
+				return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
+			}
+			return r, nil
+		}
+	}
 	r, err := scanRun(s.readRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ? AND tenant_id = ?`, id, tenantID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
+	}
+	if err == nil && hot != nil {
+		hot.putRun(r, gen, all, now)
 	}
 	return r, err
 }
@@ -260,6 +274,7 @@ func (s *Store) transition(ctx context.Context, tenantID, id string, set string,
 	where += ")"
 	all := append(append(append(args, id, tenantID), condArgs...), anys(from)...)
 	n, err := s.exec(ctx, `UPDATE runs SET `+set+where, all...)
+	s.changed(ctx, func() { s.hot.changedRun(id) })
 	if err != nil {
 		return err
 	}
@@ -388,6 +403,7 @@ func (s *Store) Cancel(ctx context.Context, tenantID, id, by string) (string, er
 func (s *Store) Start(ctx context.Context, id, worker string, job int64) (attempt int, ok bool, err error) {
 	n, err := s.exec(ctx, `UPDATE runs SET state = ?, attempts = attempts + 1, worker = ?, started_at = ?, job = ? WHERE id = ? AND state = ?`,
 		StateRunning, worker, s.now().UnixNano(), job, id, StateQueued)
+	s.changed(ctx, func() { s.hot.changedRun(id) })
 	if err != nil || n == 0 {
 		return 0, false, err
 	}
@@ -447,9 +463,12 @@ func (s *Store) Finish(ctx context.Context, id string, attempt int, o Outcome) (
 		}
 	}
 	if !own {
+		s.changed(ctx, func() { s.hot.changedRun(id) })
 		return true, nil
 	}
-	return true, tx.Commit()
+	err = tx.Commit()
+	s.hot.changedRun(id) // after the commit: a read between the two kept nothing
+	return true, err
 }
 
 // Interrupted fails a run left running by an attempt that did not
@@ -458,6 +477,7 @@ func (s *Store) Finish(ctx context.Context, id string, attempt int, o Outcome) (
 func (s *Store) Interrupted(ctx context.Context, id, reason string) (bool, error) {
 	n, err := s.exec(ctx, `UPDATE runs SET state = ?, reason = ?, finished_at = ? WHERE id = ? AND state = ?`,
 		StateFailed, reason, s.now().UnixNano(), id, StateRunning)
+	s.changed(ctx, func() { s.hot.changedRun(id) })
 	return n == 1, err
 }
 

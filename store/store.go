@@ -91,6 +91,7 @@ type Store struct {
 	stmts       stmtCache // the hot reads' prepared statements (stmt.go)
 	rgate       fifoGate  // the hot reads' first-come, first-served admission (stmt.go)
 	wgate       fifoGate  // SQLite's writes' (nil on PostgreSQL, which has many writers)
+	hot         *hotReads // the hot reads' cache (hot.go); nil unless CacheHotReads
 }
 
 // Open opens the database the DSN names: "postgres://…" or
@@ -175,6 +176,7 @@ func (s *Store) Engine() Engine { return s.engine }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	defer s.hot.close()
 	s.closeStmts()
 	if s.rdb != s.db {
 		s.rdb.Close()
@@ -416,6 +418,7 @@ func (s *Store) Keys(ctx context.Context, tenantID string) ([]*Key, error) {
 // RevokeKey revokes a tenant's key; revoking a revoked key is ErrNotFound.
 func (s *Store) RevokeKey(ctx context.Context, tenantID, keyID string) error {
 	n, err := s.exec(ctx, `UPDATE keys SET revoked_at = ? WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL`, s.now().UnixNano(), keyID, tenantID)
+	s.changed(ctx, s.hot.changedKeys)
 	if err != nil {
 		return err
 	}
@@ -453,10 +456,19 @@ type Principal struct {
 
 // Authenticate returns the principal of an unrevoked key.
 func (s *Store) Authenticate(ctx context.Context, secret string) (*Principal, error) {
+	hash := HashKey(secret)
+	hot, gen, now := s.hotFor(ctx), uint64(0), time.Time{}
+	if hot != nil {
+		now = s.now()
+		var p *Principal
+		if p, gen = hot.key(hash, now); p != nil {
+			return p, nil
+		}
+	}
 	var p Principal
 	var uid, name, role sql.NullString
 	err := s.readRow(ctx, `SELECT k.tenant_id, k.id, k.user_id, u.name, u.role FROM keys k LEFT JOIN users u ON u.id = k.user_id
-		WHERE k.hash = ? AND k.revoked_at IS NULL`, HashKey(secret)).Scan(&p.TenantID, &p.KeyID, &uid, &name, &role)
+		WHERE k.hash = ? AND k.revoked_at IS NULL`, hash).Scan(&p.TenantID, &p.KeyID, &uid, &name, &role)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrUnauthorized
 	}
@@ -464,6 +476,9 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (*Principal, er
 		return nil, err
 	}
 	p.UserID, p.UserName, p.Role = uid.String, name.String, role.String
+	if hot != nil {
+		hot.putKey(hash, &p, gen, now)
+	}
 	return &p, nil
 }
 

@@ -30,6 +30,9 @@ func engines(t *testing.T, f func(t *testing.T, s *store.Store)) {
 			t.Fatal(err)
 		}
 		defer s.Close()
+		if err := s.CacheHotReads(); err != nil { // as cordon serve does: the suite reads through the cache
+			t.Fatal(err)
+		}
 		f(t, s)
 	})
 	t.Run("postgres", func(t *testing.T) {

@@ -315,6 +315,15 @@ func TestServeLifecycle(t *testing.T) {
 	if c := get("/readyz", ""); c != 200 {
 		t.Fatalf("readyz %d", c)
 	}
+	// A second server on its SQLite database (from another state
+	// directory) is refused: serve is the database's one writer, and
+	// caches its hot reads (store.CacheHotReads).
+	other := t.TempDir()
+	var oerr bytes.Buffer
+	if code := run([]string{"serve", "--state", other, "--database", filepath.Join(dir, "control.db"), "--listen", "127.0.0.1:0"},
+		strings.NewReader(""), io.Discard, &oerr); code == 0 || !strings.Contains(oerr.String(), "another cordon process holds this database") {
+		t.Fatalf("a second server on the database: exit %d\n%s", code, oerr.String())
+	}
 	if c := get("/metrics", ""); c != 401 {
 		t.Fatalf("metrics without a key: %d", c)
 	}

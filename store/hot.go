@@ -1,0 +1,256 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cordon-dev/cordon/internal/flock"
+)
+
+// The hot reads' cache: a key's principal (Authenticate) and one run's
+// row (Run), the two reads every API request makes, held in memory so
+// that a request does not read SQLite for them again (under load they
+// were about a quarter of a read's CPU; docs/server.md, "Figures").
+//
+// It is exact for the writes this process makes, which on SQLite are
+// all of cordon's writes while it holds the database's lock
+// (CacheHotReads): every statement that changes a run, a key or a user
+// bumps a generation once it is committed (changed), and an entry is
+// used only while the generation it was read under is current. A read
+// takes the generation before it queries, so a row read before a write
+// committed is never kept as current after it. A write the process
+// did not make (the database edited by hand while the server runs) is
+// seen once the entry is older than hotTTL.
+//
+// Only the hot reads outside a transaction use it: a transaction reads
+// its own connection, seeing its own writes. PostgreSQL, which other
+// servers and workers write too, never uses it.
+
+// hotTTL bounds how long a cached row is used without reading it again,
+// for writes made outside this process.
+const hotTTL = time.Second
+
+// Bounds on what the cache holds: when a map is full it is emptied (the
+// next reads fill it again). A run's snapshot is kept only when small.
+const (
+	hotMaxKeys        = 4096
+	hotMaxRuns        = 4096
+	hotMaxRunBytes    = 32 << 20
+	hotMaxSnapshotLen = 64 << 10
+)
+
+// hotShards is the number of run generations (a run's is chosen by its
+// id's hash): a write to one run invalidates the cached rows of about
+// one in hotShards runs, not every run's.
+const hotShards = 256
+
+type hotReads struct {
+	keyGen atomic.Uint64            // bumped after every committed write to keys or users
+	runGen [hotShards]atomic.Uint64 // bumped after every committed write to a run of the shard
+	allGen atomic.Uint64            // bumped after a write to runs that names no one run
+
+	mu       sync.Mutex
+	keys     map[string]hotKey // by the key's hash; guarded by mu
+	runs     map[string]hotRun // by run id; guarded by mu
+	runBytes int               // the snapshots' bytes in runs; guarded by mu
+
+	lock *os.File // the database's lock, held while the cache is on
+}
+
+type hotKey struct {
+	p   Principal
+	gen uint64
+	at  time.Time
+}
+
+type hotRun struct {
+	r        Run
+	gen, all uint64
+	at       time.Time
+}
+
+// ErrDatabaseHeld: another process caches this SQLite database's reads
+// (another cordon serve or worker on it).
+var ErrDatabaseHeld = errors.New("store: another cordon process holds this database")
+
+// CacheHotReads turns on the hot reads' cache. It is for the one
+// process that serves a SQLite database: it takes an exclusive lock on
+// the database file (flock, which SQLite's own locks do not use), held
+// until Close, and fails with ErrDatabaseHeld when another process holds
+// it. PostgreSQL is refused (other processes write it).
+func (s *Store) CacheHotReads() error {
+	if s.engine != SQLite {
+		return fmt.Errorf("store: the hot reads' cache is for SQLite only (%s is written by other processes too)", s.engine)
+	}
+	if s.hot != nil {
+		return nil
+	}
+	f, err := os.OpenFile(s.dsn, os.O_RDONLY|flock.NoFollow, 0)
+	if err != nil {
+		return fmt.Errorf("store: locking the database: %w", err)
+	}
+	if err := flock.TryLock(f); err != nil {
+		f.Close()
+		if errors.Is(err, flock.ErrHeld) {
+			return fmt.Errorf("%w: %s (stop the other server, or give this one its own database)", ErrDatabaseHeld, s.dsn)
+		}
+		return fmt.Errorf("store: locking the database %s: %w", s.dsn, err)
+	}
+	s.hot = &hotReads{keys: map[string]hotKey{}, runs: map[string]hotRun{}, lock: f}
+	return nil
+}
+
+func (h *hotReads) close() {
+	if h != nil && h.lock != nil {
+		h.lock.Close()
+	}
+}
+
+func runShard(id string) int {
+	f := fnv.New32a()
+	f.Write([]byte(id))
+	return int(f.Sum32() % hotShards)
+}
+
+// hotFor is the cache a read with ctx may use: none in a transaction.
+func (s *Store) hotFor(ctx context.Context) *hotReads {
+	if s.hot == nil || txFrom(ctx) != nil {
+		return nil
+	}
+	return s.hot
+}
+
+// changedKeys records a committed write to keys or users; changedRun a
+// committed write to run id ("" for any run).
+func (h *hotReads) changedKeys() {
+	if h != nil {
+		h.keyGen.Add(1)
+	}
+}
+
+func (h *hotReads) changedRun(id string) {
+	if h == nil {
+		return
+	}
+	if id == "" {
+		h.allGen.Add(1)
+		return
+	}
+	h.runGen[runShard(id)].Add(1)
+}
+
+// changed calls bump once the write ctx carries is committed: now when
+// ctx carries no transaction (the write was its own), or once the
+// audited transaction in ctx ends (Audited runs them after its commit,
+// and after a rollback, where they only cost a read).
+func (s *Store) changed(ctx context.Context, bump func()) {
+	if s.hot == nil {
+		return
+	}
+	if p, ok := ctx.Value(pendingKey{}).(*pending); ok && txFrom(ctx) != nil {
+		p.mu.Lock()
+		p.bumps = append(p.bumps, bump)
+		p.mu.Unlock()
+		return
+	}
+	bump()
+}
+
+type pendingKey struct{}
+
+// pending holds an audited transaction's bumps until it ends.
+type pending struct {
+	mu    sync.Mutex
+	bumps []func()
+}
+
+func (p *pending) run() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range p.bumps {
+		b()
+	}
+	p.bumps = nil
+}
+
+// key returns a cached principal for a key's hash, and the generation a
+// read that misses must record.
+func (h *hotReads) key(hash string, now time.Time) (*Principal, uint64) {
+	gen := h.keyGen.Load()
+	h.mu.Lock()
+	e, ok := h.keys[hash]
+	h.mu.Unlock()
+	if ok && e.gen == gen && now.Sub(e.at) < hotTTL && !now.Before(e.at) {
+		p := e.p
+		return &p, gen
+	}
+	return nil, gen
+}
+
+func (h *hotReads) putKey(hash string, p *Principal, gen uint64, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.keys) >= hotMaxKeys {
+		clear(h.keys)
+	}
+	h.keys[hash] = hotKey{p: *p, gen: gen, at: now}
+}
+
+// run returns a copy of a cached run, and the generations a read that
+// misses must record.
+func (h *hotReads) run(id string, now time.Time) (*Run, uint64, uint64) {
+	gen, all := h.runGen[runShard(id)].Load(), h.allGen.Load()
+	h.mu.Lock()
+	e, ok := h.runs[id]
+	h.mu.Unlock()
+	if ok && e.gen == gen && e.all == all && now.Sub(e.at) < hotTTL && !now.Before(e.at) {
+		return copyRun(&e.r), gen, all
+	}
+	return nil, gen, all
+}
+
+func (h *hotReads) putRun(r *Run, gen, all uint64, now time.Time) {
+	if len(r.Config) > hotMaxSnapshotLen {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old, ok := h.runs[r.ID]; ok {
+		h.runBytes -= len(old.r.Config)
+	}
+	if len(h.runs) >= hotMaxRuns || h.runBytes+len(r.Config) > hotMaxRunBytes {
+		clear(h.runs)
+		h.runBytes = 0
+	}
+	h.runs[r.ID] = hotRun{r: *copyRun(r), gen: gen, all: all, at: now}
+	h.runBytes += len(r.Config)
+}
+
+// copyRun copies a run deeply enough that neither the cache nor its
+// caller can change the other's: the snapshot and every pointer.
+func copyRun(r *Run) *Run {
+	c := *r
+	c.Config = append([]byte(nil), r.Config...)
+	if r.Config == nil {
+		c.Config = nil
+	}
+	dup := func(t *time.Time) *time.Time {
+		if t == nil {
+			return nil
+		}
+		x := *t
+		return &x
+	}
+	c.DecidedAt, c.CancelledAt, c.StartedAt, c.FinishedAt = dup(r.DecidedAt), dup(r.CancelledAt), dup(r.StartedAt), dup(r.FinishedAt)
+	if r.ExitCode != nil {
+		e := *r.ExitCode
+		c.ExitCode = &e
+	}
+	return &c
+}
