@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -158,13 +159,60 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // side, as it sees the text's edge alone), and a match that spans
 // strings only sends the document to the full pass. A false "no" costs
 // only the full pass.
+//
+// A document found clean is remembered by its SHA-256 with the pool
+// that checked it (cleanMemo): the same bytes under the same pool are
+// clean again without the search (a run polled while nothing about it
+// changes is the same response each time).
 func (s *Server) clean(p *redact.Pool, b []byte) bool {
+	sum := sha256.Sum256(b)
+	if s.cleanMemo.seen(p, sum) {
+		return true
+	}
 	text, ok := decodedText(b)
 	if !ok {
 		return false
 	}
 	m, err := p.String(text)
-	return err == nil && m == text
+	if err != nil || m != text {
+		return false
+	}
+	s.cleanMemo.remember(p, sum)
+	return true
+}
+
+// cleanMemoMax bounds the documents cleanMemo remembers; when full it
+// is emptied.
+const cleanMemoMax = 8192
+
+// cleanMemo remembers the digests of documents one pool found clean.
+// A pool is never changed once made (SetSecretSource makes a new one),
+// and the memo holds the pool it answers for, so a new pool, or an old
+// one's address reused, never finds another's answers; only "clean" is
+// remembered, so a document the pool would mask is always searched.
+type cleanMemo struct {
+	mu   sync.Mutex
+	pool *redact.Pool          // guarded by mu
+	m    map[[32]byte]struct{} // guarded by mu
+}
+
+func (c *cleanMemo) seen(p *redact.Pool, sum [32]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pool != p {
+		return false
+	}
+	_, ok := c.m[sum]
+	return ok
+}
+
+func (c *cleanMemo) remember(p *redact.Pool, sum [32]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pool != p || c.m == nil || len(c.m) >= cleanMemoMax {
+		c.pool, c.m = p, make(map[[32]byte]struct{})
+	}
+	c.m[sum] = struct{}{}
 }
 
 // maskJSON masks a decoded JSON value (decoded with UseNumber) at any

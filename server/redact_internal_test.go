@@ -1,7 +1,9 @@
 package server
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -274,5 +276,72 @@ func TestCleanFastPathAgreesEscaped(t *testing.T) {
 	}
 	if n < 5000 || fast*4 < n {
 		t.Fatalf("%d documents, %d through the fast path: the sweep checks too little", n, fast)
+	}
+}
+
+// TestCleanMemo: a document found clean is remembered only for the pool
+// that checked it and only for the same bytes: once the operator adds a
+// secret the document holds, the next check of the same bytes searches
+// again and finds it; a document that needs masking is never
+// remembered; and the memo is bounded.
+func TestCleanMemo(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k, _ := sign.Generate()
+	s, err := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: []string{"op-secret-value-1"}, SecretsConfigured: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := []byte(`{"id":"run_1","reason":"exit token later-secret-value-2 here"}`)
+	p1 := s.Pool()
+	for range 2 { // searched, then remembered
+		if !s.clean(p1, doc) {
+			t.Fatal("a clean document is not clean")
+		}
+	}
+	if n := len(s.cleanMemo.m); n != 1 {
+		t.Fatalf("memo holds %d documents, want 1", n)
+	}
+	if err := s.SetSecretSource("broker", []string{"later-secret-value-2"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	p2 := s.Pool()
+	if p2 == p1 {
+		t.Fatal("a new secret kept the pool")
+	}
+	if s.clean(p2, doc) {
+		t.Fatal("the memo let through a document holding a secret added since")
+	}
+	masked, err := maskJSONBytes(p2, doc)
+	if err != nil || strings.Contains(string(masked), "later-secret-value-2") {
+		t.Fatalf("masked: %s %v", masked, err)
+	}
+	// A document the pool masks is searched every time, never remembered.
+	bad := []byte(`{"a":"x op-secret-value-1"}`)
+	for range 3 {
+		if s.clean(p2, bad) {
+			t.Fatal("a document holding a secret is clean")
+		}
+	}
+	if _, ok := s.cleanMemo.m[sha256.Sum256(bad)]; ok {
+		t.Fatal("a document holding a secret was remembered")
+	}
+	// Only the same bytes: one changed byte is searched again.
+	near := []byte(`{"a":"x op-secret-value-2"}`)
+	if !s.clean(p2, near) {
+		t.Fatal("a clean near-miss is not clean")
+	}
+	if s.clean(p2, bad) {
+		t.Fatal("the memo answered for other bytes")
+	}
+	for i := range cleanMemoMax + 10 {
+		s.clean(p2, []byte(fmt.Sprintf(`{"n":%d}`, i)))
+		if len(s.cleanMemo.m) > cleanMemoMax {
+			t.Fatalf("memo holds %d documents", len(s.cleanMemo.m))
+		}
 	}
 }

@@ -119,6 +119,7 @@ type Config struct {
 
 // Server is a control plane.
 type Server struct {
+	cleanMemo cleanMemo // documents found clean (redact.go)
 	cfg       Config
 	store     *store.Store
 	log       *slog.Logger
