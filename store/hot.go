@@ -289,17 +289,23 @@ func (h *hotReads) putRun(r *Run, gen, all uint64, now time.Time) {
 	if len(r.Config) > hotMaxSnapshotLen {
 		return
 	}
+	// The copy is made, and its bytes counted as allocated (a length
+	// just over a size class takes up to a quarter more), before the
+	// lock is taken.
+	c := copyRun(r)
+	size := cap(c.Config)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old, ok := h.runs[r.ID]; ok {
-		h.runBytes -= len(old.r.Config)
+		h.runBytes -= cap(old.r.Config)
+		delete(h.runs, r.ID)
 	}
-	if len(h.runs) >= hotMaxRuns || h.runBytes+len(r.Config) > hotMaxRunBytes {
+	if len(h.runs) >= hotMaxRuns || h.runBytes+size > hotMaxRunBytes {
 		clear(h.runs)
 		h.runBytes = 0
 	}
-	h.runs[r.ID] = hotRun{r: *copyRun(r), gen: gen, all: all, at: now}
-	h.runBytes += len(r.Config)
+	h.runs[r.ID] = hotRun{r: *c, gen: gen, all: all, at: now}
+	h.runBytes += size
 }
 
 // copyRun copies a run deeply enough that neither the cache nor its

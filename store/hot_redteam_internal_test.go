@@ -1,9 +1,11 @@
 package store
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 type nameRow string
@@ -33,5 +35,25 @@ func TestHotSameFile(t *testing.T) {
 	}
 	if err := s.sameFile(nameRow(link), f); err != nil {
 		t.Fatalf("the locked file by another name: %v", err)
+	}
+}
+
+// TestHotBoundedAllocated: the bound on the snapshots' bytes counts what
+// the cache holds allocated, not only their lengths: a snapshot just
+// over a size class (32 KiB + 1 takes 40 KiB) would let the cache hold
+// a quarter more than hotMaxRunBytes. Red team, finding 3.
+func TestHotBoundedAllocated(t *testing.T) {
+	h := &hotReads{keys: map[string]hotKey{}, runs: map[string]hotRun{}}
+	now := time.Now()
+	snap := make([]byte, 32<<10+1)
+	for i := range 2 * hotMaxRunBytes / len(snap) {
+		h.putRun(&Run{ID: fmt.Sprintf("run_%d", i), Config: snap}, 0, 0, now)
+		held := 0
+		for _, e := range h.runs {
+			held += cap(e.r.Config)
+		}
+		if held > hotMaxRunBytes {
+			t.Fatalf("after %d runs the cache holds %d bytes of snapshots, over its bound %d (it counts %d)", i+1, held, hotMaxRunBytes, h.runBytes)
+		}
 	}
 }
