@@ -2,8 +2,14 @@ package store
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +61,58 @@ func TestHotBoundedAllocated(t *testing.T) {
 		if held > hotMaxRunBytes {
 			t.Fatalf("after %d runs the cache holds %d bytes of snapshots, over its bound %d (it counts %d)", i+1, held, hotMaxRunBytes, h.runBytes)
 		}
+	}
+}
+
+// TestHotNoWriteOutsideFunctions: TestHotEveryWriteTells sees a write
+// only in the function whose body holds its SQL; a statement that
+// changes runs, keys or users may not be written anywhere else: not in
+// a package-level constant of this package (its users could not be
+// told apart), and not in any other package of the module (which could
+// write through Store.DB past the cache).
+func TestHotNoWriteOutsideFunctions(t *testing.T) {
+	write := regexp.MustCompile(`(?is)\b(UPDATE\s+(OR\s+\w+\s+)?"?(runs|keys|users)\b|DELETE\s+FROM\s+"?(runs|keys|users)\b|(INSERT|REPLACE)\s+(OR\s+\w+\s+)?INTO\s+"?(runs|keys|users)\b)`)
+	scanned := 0
+	err := filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == "testdata" || n == "vendor" || (strings.HasPrefix(n, ".") && n != "..") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, src, 0)
+		if err != nil {
+			return err
+		}
+		scanned++
+		inStore := filepath.Dir(p) == filepath.Join("..", "store")
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && inStore && fn.Body != nil {
+				continue // TestHotEveryWriteTells checks these
+			}
+			ast.Inspect(d, func(n ast.Node) bool {
+				if x, ok := n.(*ast.BasicLit); ok && x.Kind == token.STRING && write.MatchString(x.Value) {
+					t.Errorf("%s: SQL that changes runs, keys or users outside the store's functions: %.80s", p, x.Value)
+				}
+				return true
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scanned < 100 {
+		t.Fatalf("scanned %d files; the walk is broken", scanned)
 	}
 }
