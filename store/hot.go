@@ -95,7 +95,7 @@ func OpenCached(ctx context.Context, path string) (*Store, error) {
 	}
 	f, err := os.OpenFile(filepath.Clean(path), os.O_RDWR|os.O_CREATE|flock.NoFollow, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("store: locking the database: %w", err)
+		return nil, fmt.Errorf("store: locking the database: %w (name the database file itself: a symbolic link to it is refused)", err)
 	}
 	if err := lockDatabase(f, path); err != nil {
 		f.Close() // no connection has the file open yet: closing drops no lock of SQLite's
@@ -131,7 +131,7 @@ func (s *Store) CacheHotReads() error {
 	}
 	f, err := os.OpenFile(filepath.Clean(s.dsn), os.O_RDONLY|flock.NoFollow, 0)
 	if err != nil {
-		return fmt.Errorf("store: locking the database: %w", err)
+		return fmt.Errorf("store: locking the database: %w (name the database file itself: a symbolic link to it is refused)", err)
 	}
 	s.spare = append(s.spare, f)
 	if err := lockDatabase(f, s.dsn); err != nil {
