@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cordon-dev/cordon/internal/flock"
@@ -95,7 +96,7 @@ func OpenCached(ctx context.Context, path string) (*Store, error) {
 	}
 	f, err := os.OpenFile(filepath.Clean(path), os.O_RDWR|os.O_CREATE|flock.NoFollow, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("store: locking the database: %w (name the database file itself: a symbolic link to it is refused)", err)
+		return nil, lockOpenErr(err)
 	}
 	if err := lockDatabase(f, path); err != nil {
 		f.Close() // no connection has the file open yet: closing drops no lock of SQLite's
@@ -131,7 +132,7 @@ func (s *Store) CacheHotReads() error {
 	}
 	f, err := os.OpenFile(filepath.Clean(s.dsn), os.O_RDONLY|flock.NoFollow, 0)
 	if err != nil {
-		return fmt.Errorf("store: locking the database: %w (name the database file itself: a symbolic link to it is refused)", err)
+		return lockOpenErr(err)
 	}
 	s.spare = append(s.spare, f)
 	if err := lockDatabase(f, s.dsn); err != nil {
@@ -143,6 +144,14 @@ func (s *Store) CacheHotReads() error {
 	s.spare = s.spare[:len(s.spare)-1]
 	s.hot = &hotReads{keys: map[string]hotKey{}, runs: map[string]hotRun{}, lock: f}
 	return nil
+}
+
+// lockOpenErr is the error of opening the database file to lock it.
+func lockOpenErr(err error) error {
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("store: locking the database: %w (name the database file itself: a symbolic link to it is refused)", err)
+	}
+	return fmt.Errorf("store: locking the database: %w", err)
 }
 
 func lockDatabase(f *os.File, path string) error {
