@@ -116,3 +116,21 @@ func TestHotNoWriteOutsideFunctions(t *testing.T) {
 		t.Fatalf("scanned %d files; the walk is broken", scanned)
 	}
 }
+
+// TestSQLiteURINamesTheFile: the URI SQLite is given names the file the
+// path names, whatever SQLite's URI syntax would make of the path.
+func TestSQLiteURINamesTheFile(t *testing.T) {
+	for in, want := range map[string]string{
+		"/s/control.db":     "file:/s/control.db",
+		"/s/c%6Fntrol.db":   "file:/s/c%256Fntrol.db",
+		"/s/control.db?x=1": "file:/s/control.db%3fx=1",
+		"/s/control.db#x":   "file:/s/control.db%23x",
+		"//host/s/c.db":     "file:/host/s/c.db",
+		":memory:":          "file:./:memory:",
+		"rel/c.db":          "file:./rel/c.db",
+	} {
+		if got := sqliteURI(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}

@@ -172,9 +172,14 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // '?' or '#', so "c%6Fntrol.db" would open control.db while the lock
 // (hot.go) is taken on the file c%6Fntrol.db; those three are escaped.
 // A path beginning "//" would be read as an authority: Clean makes it
-// "/", as the kernel reads it.
+// "/", as the kernel reads it. A relative path is given its "./", so
+// that ":memory:" is a file of that name too, not a database in memory.
 func sqliteURI(p string) string {
-	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.Clean(p))
+	p = filepath.Clean(p)
+	if !filepath.IsAbs(p) {
+		p = "./" + p
+	}
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
 }
 
 // DB is the underlying database (the queue shares it on SQLite).
