@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cordon-dev/cordon/internal/flock"
@@ -79,11 +82,47 @@ type hotRun struct {
 // (another cordon serve or worker on it).
 var ErrDatabaseHeld = errors.New("store: another cordon process holds this database")
 
-// CacheHotReads turns on the hot reads' cache. It is for the one
-// process that serves a SQLite database: it takes an exclusive lock on
-// the database file (flock, which SQLite's own locks do not use), held
-// until Close, and fails with ErrDatabaseHeld when another process holds
-// it. PostgreSQL is refused (other processes write it).
+// OpenCached opens the SQLite database file at path as the one process
+// that serves it, with its hot reads cached (cordon serve). It takes an
+// exclusive lock on the file (flock, which SQLite's own locks do not
+// use; the file is made, 0600, when missing) before any connection opens
+// it or a migration runs, so a second server is refused
+// (ErrDatabaseHeld) before it has changed anything; the lock is held
+// until Close. It then checks that the file SQLite opened is the one it
+// locked. PostgreSQL is refused (other processes write it).
+func OpenCached(ctx context.Context, path string) (*Store, error) {
+	if strings.HasPrefix(path, "postgres://") || strings.HasPrefix(path, "postgresql://") {
+		return nil, errors.New("store: the hot reads' cache is for SQLite only (PostgreSQL is written by other processes too)")
+	}
+	f, err := os.OpenFile(filepath.Clean(path), os.O_RDWR|os.O_CREATE|flock.NoFollow, 0o600)
+	if err != nil {
+		return nil, lockOpenErr(err)
+	}
+	if err := lockDatabase(f, path); err != nil {
+		f.Close() // no connection has the file open yet: closing drops no lock of SQLite's
+		return nil, err
+	}
+	s, err := Open(ctx, path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := s.sameFile(s.db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`), f); err != nil {
+		s.Close()
+		f.Close() // after the connections closed
+		return nil, err
+	}
+	s.hot = &hotReads{keys: map[string]hotKey{}, runs: map[string]hotRun{}, lock: f}
+	return s, nil
+}
+
+// CacheHotReads turns on the hot reads' cache of a store already open:
+// as OpenCached, but the lock is taken after Open has migrated the
+// schema (cordon serve uses OpenCached). It fails with ErrDatabaseHeld
+// when another process holds the lock. The file it opens to lock is
+// closed only by Close, after SQLite's connections: closing any
+// descriptor of a file drops every POSIX lock the process holds on it,
+// SQLite's included.
 func (s *Store) CacheHotReads() error {
 	if s.engine != SQLite {
 		return fmt.Errorf("store: the hot reads' cache is for SQLite only (%s is written by other processes too)", s.engine)
@@ -91,18 +130,58 @@ func (s *Store) CacheHotReads() error {
 	if s.hot != nil {
 		return nil
 	}
-	f, err := os.OpenFile(s.dsn, os.O_RDONLY|flock.NoFollow, 0)
+	f, err := os.OpenFile(filepath.Clean(s.dsn), os.O_RDONLY|flock.NoFollow, 0)
 	if err != nil {
-		return fmt.Errorf("store: locking the database: %w", err)
+		return lockOpenErr(err)
 	}
-	if err := flock.TryLock(f); err != nil {
-		f.Close()
-		if errors.Is(err, flock.ErrHeld) {
-			return fmt.Errorf("%w: %s (stop the other server, or give this one its own database)", ErrDatabaseHeld, s.dsn)
-		}
-		return fmt.Errorf("store: locking the database %s: %w", s.dsn, err)
+	s.spare = append(s.spare, f)
+	if err := lockDatabase(f, s.dsn); err != nil {
+		return err
 	}
+	if err := s.sameFile(s.db.QueryRow(`SELECT file FROM pragma_database_list WHERE name = 'main'`), f); err != nil {
+		return err
+	}
+	s.spare = s.spare[:len(s.spare)-1]
 	s.hot = &hotReads{keys: map[string]hotKey{}, runs: map[string]hotRun{}, lock: f}
+	return nil
+}
+
+// lockOpenErr is the error of opening the database file to lock it.
+func lockOpenErr(err error) error {
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("store: locking the database: %w (name the database file itself: a symbolic link to it is refused)", err)
+	}
+	return fmt.Errorf("store: locking the database: %w", err)
+}
+
+func lockDatabase(f *os.File, path string) error {
+	if err := flock.TryLock(f); err != nil {
+		if errors.Is(err, flock.ErrHeld) {
+			return fmt.Errorf("%w: %s (stop the other server, or give this one its own database)", ErrDatabaseHeld, path)
+		}
+		return fmt.Errorf("store: locking the database %s: %w", path, err)
+	}
+	return nil
+}
+
+// sameFile checks that the database file SQLite opened (row: its
+// pragma_database_list name) is the file locked.
+func (s *Store) sameFile(row rowScanner, locked *os.File) error {
+	var name string
+	if err := row.Scan(&name); err != nil {
+		return fmt.Errorf("store: the database's file: %w", err)
+	}
+	opened, err := os.Stat(name)
+	if err != nil {
+		return fmt.Errorf("store: the database's file: %w", err)
+	}
+	held, err := locked.Stat()
+	if err != nil {
+		return fmt.Errorf("store: the database's file: %w", err)
+	}
+	if !os.SameFile(opened, held) {
+		return fmt.Errorf("store: SQLite opened %s, not the file locked (%s); name the database by a plain file path", name, locked.Name())
+	}
 	return nil
 }
 
@@ -219,17 +298,23 @@ func (h *hotReads) putRun(r *Run, gen, all uint64, now time.Time) {
 	if len(r.Config) > hotMaxSnapshotLen {
 		return
 	}
+	// The copy is made, and its bytes counted as allocated (a length
+	// just over a size class takes up to a quarter more), before the
+	// lock is taken.
+	c := copyRun(r)
+	size := cap(c.Config)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old, ok := h.runs[r.ID]; ok {
-		h.runBytes -= len(old.r.Config)
+		h.runBytes -= cap(old.r.Config)
+		delete(h.runs, r.ID)
 	}
-	if len(h.runs) >= hotMaxRuns || h.runBytes+len(r.Config) > hotMaxRunBytes {
+	if len(h.runs) >= hotMaxRuns || h.runBytes+size > hotMaxRunBytes {
 		clear(h.runs)
 		h.runBytes = 0
 	}
-	h.runs[r.ID] = hotRun{r: *copyRun(r), gen: gen, all: all, at: now}
-	h.runBytes += len(r.Config)
+	h.runs[r.ID] = hotRun{r: *c, gen: gen, all: all, at: now}
+	h.runBytes += size
 }
 
 // copyRun copies a run deeply enough that neither the cache nor its

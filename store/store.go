@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -88,10 +90,11 @@ type Store struct {
 	// The operator's audit key (SetAuditKey, audit.go).
 	auditMaster []byte
 	auditKeyID  string
-	stmts       stmtCache // the hot reads' prepared statements (stmt.go)
-	rgate       fifoGate  // the hot reads' first-come, first-served admission (stmt.go)
-	wgate       fifoGate  // SQLite's writes' (nil on PostgreSQL, which has many writers)
-	hot         *hotReads // the hot reads' cache (hot.go); nil unless CacheHotReads
+	stmts       stmtCache  // the hot reads' prepared statements (stmt.go)
+	rgate       fifoGate   // the hot reads' first-come, first-served admission (stmt.go)
+	wgate       fifoGate   // SQLite's writes' (nil on PostgreSQL, which has many writers)
+	hot         *hotReads  // the hot reads' cache (hot.go); nil unless CacheHotReads
+	spare       []*os.File // descriptors of the database file a refused CacheHotReads opened: closed by Close, after SQLite's
 }
 
 // Open opens the database the DSN names: "postgres://…" or
@@ -112,7 +115,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		// WAL lets readers run beside the writer; immediate transactions
 		// take the write lock up front so that two writers queue on the
 		// busy timeout instead of failing with SQLITE_BUSY mid-transaction.
-		s.db, err = sql.Open("sqlite", "file:"+dsn+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_txlock=immediate")
+		s.db, err = sql.Open("sqlite", sqliteURI(dsn)+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_txlock=immediate")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
@@ -122,7 +125,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		// database/sql is fairer and faster than SQLITE_BUSY retries
 		// (River's SQLite driver recommends the same).
 		s.db.SetMaxOpenConns(1)
-		if s.rdb, err = sql.Open("sqlite", "file:"+dsn+"?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"); err != nil {
+		if s.rdb, err = sql.Open("sqlite", sqliteURI(dsn)+"?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"); err != nil {
 			s.db.Close()
 			return nil, fmt.Errorf("store: open: %w", err)
 		}
@@ -164,6 +167,21 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
+// sqliteURI is the SQLite URI of the file path p, naming exactly the
+// file p names: SQLite decodes a URI's %-escapes and ends its path at
+// '?' or '#', so "c%6Fntrol.db" would open control.db while the lock
+// (hot.go) is taken on the file c%6Fntrol.db; those three are escaped.
+// A path beginning "//" would be read as an authority: Clean makes it
+// "/", as the kernel reads it. A relative path is given its "./", so
+// that ":memory:" is a file of that name too, not a database in memory.
+func sqliteURI(p string) string {
+	p = filepath.Clean(p)
+	if !filepath.IsAbs(p) {
+		p = "./" + p
+	}
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
+}
+
 // DB is the underlying database (the queue shares it on SQLite).
 func (s *Store) DB() *sql.DB { return s.db }
 
@@ -176,7 +194,12 @@ func (s *Store) Engine() Engine { return s.engine }
 
 // Close closes the database.
 func (s *Store) Close() error {
-	defer s.hot.close()
+	defer func() {
+		s.hot.close()
+		for _, f := range s.spare {
+			f.Close()
+		}
+	}()
 	s.closeStmts()
 	if s.rdb != s.db {
 		s.rdb.Close()

@@ -150,17 +150,16 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.St
 			}
 		}
 	}
-	st, err = store.Open(ctx, dsn)
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		st, err = store.Open(ctx, dsn)
+	} else {
+		// This process is the database's one writer: its hot reads are
+		// cached, and a second server on the same file is refused, before
+		// it has migrated or changed anything.
+		st, err = store.OpenCached(ctx, dsn)
+	}
 	if err != nil {
 		return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
-	}
-	if st.Engine() == store.SQLite {
-		// This process is the database's one writer: its hot reads are
-		// cached, and a second server on the same file is refused.
-		if err := st.CacheHotReads(); err != nil {
-			st.Close()
-			return nil, server.Config{}, nil, fmt.Errorf("%s: %w", verb, err)
-		}
 	}
 	host, _ := os.Hostname()
 	release = func() { st.Close(); lock.Close() }
