@@ -95,8 +95,14 @@ func newQueue(ctx context.Context, s *Server) (*queue, error) {
 		if err = migrateRiver(ctx, drv); err != nil {
 			return nil, err
 		}
-		rc.PollOnly = true // no LISTEN/NOTIFY: an insert wakes the fetcher in process (localSQLite), and a poll backs it up
-		rc.FetchPollInterval = 10 * time.Millisecond
+		// No LISTEN/NOTIFY: an insert wakes the fetcher in process
+		// (localSQLite), as does a worker's slot coming free, and a poll
+		// backs them up. Every job is inserted by this process, so the
+		// poll only bounds a wake-up lost; at 10 ms it cost an idle
+		// server about 65 fetches a second, each a write query (about 2%
+		// of the process's CPU under load; docs/server.md, "Figures").
+		rc.PollOnly = true
+		rc.FetchPollInterval = 500 * time.Millisecond
 		rc.FetchCooldown = time.Millisecond
 		q.client, err = river.NewClient(drv, rc)
 	case store.Postgres:
