@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -386,6 +388,30 @@ func rawLayout(t testing.TB, mediaType string, diffIDs []string, blobs ...[]byte
 // zeroBomb is a gzip stream of a tiny tar (one file) followed by n zero
 // bytes after the end-of-archive marker.
 func zeroBomb(t testing.TB, n int64) []byte {
+	return bomb(t, "gzip", n, makeZeroBomb)
+}
+
+// bombs keeps each bomb this test binary built: the same bytes every time,
+// a GiB compressed once rather than once per test that attacks with it
+// (under the race detector one compression takes a minute and more).
+var bombs = struct {
+	sync.Mutex
+	m map[string][]byte
+}{m: map[string][]byte{}}
+
+func bomb(t testing.TB, kind string, n int64, build func(testing.TB, int64) []byte) []byte {
+	bombs.Lock()
+	defer bombs.Unlock()
+	k := fmt.Sprintf("%s %d", kind, n)
+	if b, ok := bombs.m[k]; ok {
+		return b
+	}
+	b := build(t, n)
+	bombs.m[k] = b
+	return b
+}
+
+func makeZeroBomb(t testing.TB, n int64) []byte {
 	var buf bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 	zw.Write(tarOf(t, file("hello", "hi")))
@@ -399,6 +425,10 @@ func zeroBomb(t testing.TB, n int64) []byte {
 
 // zstdBomb is zeroBomb with zstd: about 32,000 to 1.
 func zstdBomb(t testing.TB, n int64) []byte {
+	return bomb(t, "zstd", n, makeZstdBomb)
+}
+
+func makeZstdBomb(t testing.TB, n int64) []byte {
 	var buf bytes.Buffer
 	zw, _ := zstd.NewWriter(&buf, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
 	zw.Write(tarOf(t, file("hello", "hi")))

@@ -10,15 +10,42 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
 const root = "../.."
 
+// funcsSeen holds what funcs found in each directory, so that a package
+// named by many rows of CLAIMS.md is parsed once per test binary, not once
+// per reference (the sources do not change while the tests run).
+var funcsSeen = struct {
+	sync.Mutex
+	m map[funcsKey]map[string]string
+}{m: map[funcsKey]map[string]string{}}
+
+type funcsKey struct {
+	dir   string
+	tests bool
+}
+
 // funcs returns the functions declared in the Go files of a package
 // directory: "Name" for functions, "Recv.Name" for methods. tests selects
 // _test.go files instead of the others.
 func funcs(t *testing.T, dir string, tests bool) map[string]string {
+	t.Helper()
+	funcsSeen.Lock()
+	defer funcsSeen.Unlock()
+	k := funcsKey{dir, tests}
+	if m, ok := funcsSeen.m[k]; ok {
+		return m
+	}
+	m := parseFuncs(t, dir, tests)
+	funcsSeen.m[k] = m
+	return m
+}
+
+func parseFuncs(t *testing.T, dir string, tests bool) map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
 	out := map[string]string{}
