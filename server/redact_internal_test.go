@@ -140,17 +140,7 @@ func BenchmarkMaskResponse(b *testing.B) {
 // TestCleanFastPathAgrees: whenever the fast path lets a document
 // through unmasked, the full pass leaves it unchanged too.
 func TestCleanFastPathAgrees(t *testing.T) {
-	dir := t.TempDir()
-	st, err := store.Open(t.Context(), filepath.Join(dir, "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	k, _ := sign.Generate()
-	s, err := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: []string{"op-secret-value-1"}, SecretsConfigured: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := secretServer(t, []string{"op-secret-value-1"})
 	p := s.Pool()
 	gh := "ghp_" + strings.Repeat("Z9", 18)
 	for _, v := range []any{
@@ -192,18 +182,8 @@ func TestCleanFastPathAgrees(t *testing.T) {
 // whenever the fast path lets one through the full pass leaves it
 // unchanged.
 func TestCleanFastPathAgreesEscaped(t *testing.T) {
-	dir := t.TempDir()
-	st, err := store.Open(t.Context(), filepath.Join(dir, "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	k, _ := sign.Generate()
 	secrets := []string{"op\"quote<secret>", "tab\there-secret", "ls\u2028sep-secret", "amp&ersand-secret", "plain-secret-1"}
-	s, err := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: secrets, SecretsConfigured: len(secrets)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := secretServer(t, secrets)
 	p := s.Pool()
 	gh := "ghp_" + strings.Repeat("Z9", 18)
 	agree := func(b []byte) bool {
@@ -285,17 +265,7 @@ func TestCleanFastPathAgreesEscaped(t *testing.T) {
 // again and finds it; a document that needs masking is never
 // remembered; and the memo is bounded.
 func TestCleanMemo(t *testing.T) {
-	dir := t.TempDir()
-	st, err := store.Open(t.Context(), filepath.Join(dir, "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	k, _ := sign.Generate()
-	s, err := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: []string{"op-secret-value-1"}, SecretsConfigured: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := secretServer(t, []string{"op-secret-value-1"})
 	doc := []byte(`{"id":"run_1","reason":"exit token later-secret-value-2 here"}`)
 	p1 := s.Pool()
 	for range 2 { // searched, then remembered
@@ -344,4 +314,22 @@ func TestCleanMemo(t *testing.T) {
 			t.Fatalf("memo holds %d documents", len(s.cleanMemo.m))
 		}
 	}
+}
+
+// secretServer is a server whose operator configured secrets (the
+// masking tests').
+func secretServer(t *testing.T, secrets []string) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	k, _ := sign.Generate()
+	s, err := New(Config{Store: st, AdminKey: strings.Repeat("a", 40), StateDir: dir, Key: k, Version: "test", Secrets: secrets, SecretsConfigured: len(secrets)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
