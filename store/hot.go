@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,10 +190,14 @@ func (h *hotReads) close() {
 	}
 }
 
+// runShard is the id's FNV-1a hash modulo hotShards, computed inline:
+// it is on every run read, and hash/fnv's Hash allocates.
 func runShard(id string) int {
-	f := fnv.New32a()
-	f.Write([]byte(id))
-	return int(f.Sum32() % hotShards)
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return int(h % hotShards)
 }
 
 // hotFor is the cache a read with ctx may use: none in a transaction.
