@@ -333,8 +333,18 @@ func TestKnownLimitationRootlessCountersAreTheCallers(t *testing.T) {
 	if owner := nsOwner(t, h.sb.proc.pid()); owner != os.Geteuid() {
 		t.Errorf("the run's user namespace is owned by host uid %d, want the caller's %d", owner, os.Geteuid())
 	}
-	if got := hostProbe(t, 0); !strings.Contains(got, "inotify EMFILE\n") { // 0: as this process's own uid
-		t.Errorf("the caller while a rootless run holds its inotify instances:\n%s\nwant inotify EMFILE (the limitation this test pins)", got)
+	// The caller's other processes (other test binaries, as this uid) may
+	// close inotify instances while the hog holds the rest: then the
+	// probe takes the freed one, and the hog tops up and it tries again.
+	for try := 1; ; try++ {
+		got := hostProbe(t, 0) // 0: as this process's own uid
+		if strings.Contains(got, "inotify EMFILE\n") {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("the caller while a rootless run holds its inotify instances (%d tries):\n%s\nwant inotify EMFILE (the limitation this test pins)", try, got)
+		}
+		h.topUp(t)
 	}
 	h.finish(t)
 	if got := hostProbe(t, 0); !strings.Contains(got, "inotify ok\n") {

@@ -25,7 +25,9 @@ import (
 
 // ucountHog uses up the program's inotify instances, queued real-time
 // signals and message queue bytes, reports what stopped it, and holds
-// everything until its stdin ends.
+// everything until its stdin ends. Each line it reads makes it take
+// inotify instances again until refused (others of its owner's may have
+// closed theirs meanwhile) and report "more inotify N ERR".
 const ucountHog = `import ctypes, errno, os, signal, sys, threading
 libc = ctypes.CDLL(None, use_errno=True)
 def E():
@@ -50,7 +52,11 @@ while True:
         mq = E(); break
     q += 1
 print("held inotify %d %s sigqueue %d %s mqueue %d %s" % (n, ino, s, sq, q, mq), flush=True)
-sys.stdin.read()
+for line in sys.stdin:
+    m = 0
+    while libc.inotify_init1(0o2000000) >= 0:
+        m += 1
+    print("more inotify %d %s" % (m, E()), flush=True)
 `
 
 // ucountProbe tries one of each counted resource and reports each as ok
@@ -120,6 +126,7 @@ type hog struct {
 	sb     *Sandbox
 	report string
 	stdin  *io.PipeWriter
+	lines  chan string // what the hog prints after its first report
 	done   chan error
 	mqueue bool // the hog used up its message queue bytes
 }
@@ -153,10 +160,11 @@ func startHog(t *testing.T, s *Spec) *hog {
 		}
 		h.done <- err
 	}()
-	lines := make(chan string, 1)
+	lines := make(chan string, 16)
+	h.lines = lines
 	go func() {
 		sc := bufio.NewScanner(outR)
-		if sc.Scan() {
+		for sc.Scan() {
 			lines <- sc.Text()
 		}
 		close(lines)
@@ -181,6 +189,24 @@ func startHog(t *testing.T, s *Spec) *hog {
 	}
 	h.mqueue = f[9] == "EMFILE"
 	return h
+}
+
+// topUp makes the hog take inotify instances again until refused: another
+// process of its owner's may have closed one since.
+func (h *hog) topUp(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(h.stdin, "more\n"); err != nil {
+		t.Fatalf("the hog's stdin: %v", err)
+	}
+	select {
+	case l, ok := <-h.lines:
+		if !ok || !strings.HasPrefix(l, "more inotify ") || !strings.HasSuffix(l, " EMFILE") {
+			t.Fatalf("the hog topped up with %q, want more inotify N EMFILE", l)
+		}
+		t.Logf("the hog topped up: %s", l)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the hog did not top up")
+	}
 }
 
 // finish lets the hog exit and waits for it.
