@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,17 +20,26 @@ import (
 // the sandbox's init, which closes every inherited descriptor and so the
 // poller's (docs/DEPENDENCIES.md, "Decided against").
 type metrics struct {
+	// reqMu is read-locked by every request, to find its histogram,
+	// and locked only to add a route and status not seen before; the
+	// histograms count atomically. A request whose thread the kernel
+	// preempts holds up no other request.
+	reqMu    sync.RWMutex
+	requests map[[2]string]*histogram // guarded by reqMu: route, code
+
 	mu        sync.Mutex
-	requests  map[[2]string]*histogram // guarded by mu: route, code
-	runs      map[string]float64       // guarded by mu: event
-	execution map[string]*histogram    // guarded by mu: state
+	runs      map[string]float64    // guarded by mu: event
+	execution map[string]*histogram // guarded by mu: state
 }
 
+// histogram counts observations per bucket atomically. Its count is the
+// sum of its buckets when written, so the +Inf bucket and _count always
+// agree; _sum is added before the bucket's count, and may include an
+// observation still being counted.
 type histogram struct {
 	bounds []float64
-	counts []uint64 // cumulative at write time; here per bucket
-	sum    float64
-	n      uint64
+	counts []atomic.Uint64 // per bucket, the last one +Inf's
+	sum    atomic.Uint64   // math.Float64bits of the sum
 }
 
 var (
@@ -43,22 +53,31 @@ func newMetrics() *metrics {
 
 func (h *histogram) observe(v float64) {
 	i, _ := slices.BinarySearch(h.bounds, v)
-	h.counts[i]++
-	h.sum += v
-	h.n++
+	for {
+		old := h.sum.Load()
+		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			break
+		}
+	}
+	h.counts[i].Add(1)
 }
 
 func newHistogram(bounds []float64) *histogram {
-	return &histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+	return &histogram{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
 }
 
 func (m *metrics) request(route, code string, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	h := m.requests[[2]string{route, code}]
+	k := [2]string{route, code}
+	m.reqMu.RLock()
+	h := m.requests[k]
+	m.reqMu.RUnlock()
 	if h == nil {
-		h = newHistogram(requestBuckets)
-		m.requests[[2]string{route, code}] = h
+		m.reqMu.Lock()
+		if h = m.requests[k]; h == nil {
+			h = newHistogram(requestBuckets)
+			m.requests[k] = h
+		}
+		m.reqMu.Unlock()
 	}
 	h.observe(d.Seconds())
 }
@@ -97,17 +116,19 @@ func num(v float64) string {
 func writeHistogram(b *strings.Builder, name, labels string, h *histogram) {
 	var cum uint64
 	for i, bound := range h.bounds {
-		cum += h.counts[i]
+		cum += h.counts[i].Load()
 		fmt.Fprintf(b, "%s_bucket{%sle=%q} %d\n", name, labels, num(bound), cum)
 	}
-	cum += h.counts[len(h.bounds)]
+	cum += h.counts[len(h.bounds)].Load()
 	fmt.Fprintf(b, "%s_bucket{%sle=\"+Inf\"} %d\n", name, labels, cum)
-	fmt.Fprintf(b, "%s_sum{%s} %s\n", name, strings.TrimSuffix(labels, ","), num(h.sum))
-	fmt.Fprintf(b, "%s_count{%s} %d\n", name, strings.TrimSuffix(labels, ","), h.n)
+	fmt.Fprintf(b, "%s_sum{%s} %s\n", name, strings.TrimSuffix(labels, ","), num(math.Float64frombits(h.sum.Load())))
+	fmt.Fprintf(b, "%s_count{%s} %d\n", name, strings.TrimSuffix(labels, ","), cum)
 }
 
 // text is the exposition, series sorted.
 func (m *metrics) text() string {
+	m.reqMu.RLock()
+	defer m.reqMu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var b strings.Builder

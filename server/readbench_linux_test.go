@@ -25,3 +25,26 @@ func BenchmarkReadRun(b *testing.B) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkListRuns lists the newest 20 of a tenant's 1,000 runs, from 50
+// clients at once.
+func BenchmarkListRuns(b *testing.B) {
+	e := newEnv(b, envOpts{})
+	e.setup(projectFor("true"))
+	for range 1000 {
+		e.submit(e.keys["member"])
+	}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/50 + 1
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				e.doQuiet("GET", "/v1/runs?limit=20", e.keys["tenant"], "")
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -191,14 +191,14 @@ const cleanMemoMax = 8192
 // one's address reused, never finds another's answers; only "clean" is
 // remembered, so a document the pool would mask is always searched.
 type cleanMemo struct {
-	mu   sync.Mutex
+	mu   sync.RWMutex          // read-locked by seen, on every response
 	pool *redact.Pool          // guarded by mu
 	m    map[[32]byte]struct{} // guarded by mu
 }
 
 func (c *cleanMemo) seen(p *redact.Pool, sum [32]byte) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	if c.pool != p {
 		return false
 	}

@@ -57,7 +57,10 @@ type hotReads struct {
 	runGen [hotShards]atomic.Uint64 // bumped after every committed write to a run of the shard
 	allGen atomic.Uint64            // bumped after a write to runs that names no one run
 
-	mu       sync.Mutex
+	// mu is read-locked by lookups, which every request makes, and
+	// locked only to fill: a lookup whose thread the kernel preempts
+	// holds up no other lookup.
+	mu       sync.RWMutex
 	keys     map[string]hotKey // by the key's hash; guarded by mu
 	runs     map[string]hotRun // by run id; guarded by mu
 	runBytes int               // the snapshots' bytes in runs; guarded by mu
@@ -265,9 +268,9 @@ func (p *pending) run() {
 // read that misses must record.
 func (h *hotReads) key(hash string, now time.Time) (*Principal, uint64) {
 	gen := h.keyGen.Load()
-	h.mu.Lock()
+	h.mu.RLock()
 	e, ok := h.keys[hash]
-	h.mu.Unlock()
+	h.mu.RUnlock()
 	if ok && e.gen == gen && now.Sub(e.at) < hotTTL && !now.Before(e.at) {
 		p := e.p
 		return &p, gen
@@ -288,9 +291,9 @@ func (h *hotReads) putKey(hash string, p *Principal, gen uint64, now time.Time) 
 // misses must record.
 func (h *hotReads) run(id string, now time.Time) (*Run, uint64, uint64) {
 	gen, all := h.runGen[runShard(id)].Load(), h.allGen.Load()
-	h.mu.Lock()
+	h.mu.RLock()
 	e, ok := h.runs[id]
-	h.mu.Unlock()
+	h.mu.RUnlock()
 	if ok && e.gen == gen && e.all == all && now.Sub(e.at) < hotTTL && !now.Before(e.at) {
 		return copyRun(&e.r), gen, all
 	}
