@@ -310,7 +310,11 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	if err != nil {
 		return err
 	}
-	out := w.execute(ctx, run)
+	out := func() store.Outcome {
+		runProcs.begin() // procs.go
+		defer runProcs.end()
+		return w.execute(ctx, run)
+	}()
 	rec := context.WithoutCancel(ctx)
 	out = s.review(rec, out)
 	if req, _ := s.store.CancelRequested(rec, id); req && out.State != store.StateFinished {
