@@ -201,7 +201,8 @@ func newEnv(t testing.TB, o envOpts) *env {
 		o.broker = nil
 	}
 	cfg := server.Config{Store: st, AdminKey: adminKey, StateDir: dir, Key: k, Version: "test", Execute: true,
-		Executor: o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, Workers: o.workers, WorkerID: "test-" + filepath.Base(dir),
+		SpareProc: os.Getenv("GOMAXPROCS") == "", // as cordon serve
+		Executor:  o.exec, MaxBody: 64 << 10, MaxWall: o.maxWall, RescueAfter: o.rescue, MaxPending: o.pending, Workers: o.workers, WorkerID: "test-" + filepath.Base(dir),
 		Broker: o.broker, AuditKey: sharedAuditKey(), Secrets: o.secrets, SecretsConfigured: o.configured}
 	if o.log != nil {
 		cfg.Log = slog.New(slog.NewJSONHandler(o.log, nil))

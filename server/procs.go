@@ -1,7 +1,6 @@
 package server
 
 import (
-	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -24,14 +23,16 @@ import (
 // two CPUs, and the read p99 rose from 36 to 53–57 ms, so it is given
 // only while runs execute.
 //
-// An operator's GOMAXPROCS (the environment variable) is left alone.
+// Config.SpareProc turns it on; cordon serve and cordon worker set it
+// unless the operator set GOMAXPROCS (the environment variable).
 type spareProc struct {
 	mu      sync.Mutex
 	running int         // guarded by mu: runs executing
 	raised  bool        // guarded by mu: this raised GOMAXPROCS
 	restore *time.Timer // guarded by mu: pending restore, if any
-	off     bool        // the operator set GOMAXPROCS
 	linger  time.Duration
+	procs   func(int) int // runtime.GOMAXPROCS
+	reset   func()        // runtime.SetDefaultGOMAXPROCS
 }
 
 // procsLinger is how long the extra P stays after the last run ended:
@@ -40,14 +41,11 @@ type spareProc struct {
 const procsLinger = 250 * time.Millisecond
 
 // runProcs is the process's one spareProc: GOMAXPROCS is the process's.
-var runProcs = &spareProc{off: os.Getenv("GOMAXPROCS") != "", linger: procsLinger}
+var runProcs = &spareProc{linger: procsLinger, procs: runtime.GOMAXPROCS, reset: runtime.SetDefaultGOMAXPROCS}
 
 // begin records a run starting to execute, raising GOMAXPROCS by one if
 // it is the first.
 func (p *spareProc) begin() {
-	if p.off {
-		return
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.running++
@@ -56,7 +54,7 @@ func (p *spareProc) begin() {
 		p.restore = nil
 	}
 	if !p.raised {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+		p.procs(p.procs(0) + 1)
 		p.raised = true
 	}
 }
@@ -65,9 +63,6 @@ func (p *spareProc) begin() {
 // gets its own GOMAXPROCS back once linger has passed with none
 // executing.
 func (p *spareProc) end() {
-	if p.off {
-		return
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.running--
@@ -83,7 +78,7 @@ func (p *spareProc) lower() {
 	if p.running == 0 && p.raised {
 		// The runtime's own choice again, and its updates when the
 		// CPUs it may use change.
-		runtime.SetDefaultGOMAXPROCS()
+		p.reset()
 		p.raised = false
 	}
 }

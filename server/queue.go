@@ -311,8 +311,10 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		return err
 	}
 	out := func() store.Outcome {
-		runProcs.begin() // procs.go
-		defer runProcs.end()
+		if s.cfg.SpareProc {
+			runProcs.begin() // procs.go
+			defer runProcs.end()
+		}
 		return w.execute(ctx, run)
 	}()
 	rec := context.WithoutCancel(ctx)

@@ -80,6 +80,11 @@ type Config struct {
 	MaxPending int
 	// Workers is how many runs execute at once (0: DefaultWorkers).
 	Workers int
+	// SpareProc gives the Go runtime one more P than it chose while runs
+	// execute in this process (procs.go): a P blocked in a run's fsync
+	// would leave a core idle. GOMAXPROCS is the process's; cordon serve
+	// and cordon worker set this unless the GOMAXPROCS variable is set.
+	SpareProc bool
 	// WorkerID names this process in each run it executes.
 	WorkerID string
 	// RescueAfter is how long a job may stay running before the queue

@@ -167,6 +167,8 @@ func (f serveFlags) open(ctx context.Context, e *env, verb string) (st *store.St
 		Store: st, AdminKey: strings.TrimSpace(string(admin)), StateDir: state, Key: key, Version: version,
 		Log: slog.New(slog.NewJSONHandler(e.stderr, nil)), MaxWall: *f.maxWall, Workers: *f.workers, MaxPending: *f.maxPending,
 		WorkerID: workerID(host, os.Getpid()), Broker: brk, AuditKey: auditKey, Secrets: secrets, SecretsConfigured: configured,
+		// The operator's GOMAXPROCS is left as set (docs/server.md).
+		SpareProc: os.Getenv("GOMAXPROCS") == "",
 	}, release, nil
 }
 
