@@ -67,7 +67,8 @@ func demoServer(w io.Writer, key *sign.PrivateKey, serveAddr string) (stop func(
 	if err != nil {
 		return nil, err
 	}
-	s, err := server.New(server.Config{Store: st, AdminKey: admin, StateDir: tmp, Key: key, Version: version, Execute: true, Workers: 1})
+	s, err := server.New(server.Config{Store: st, AdminKey: admin, StateDir: tmp, Key: key, Version: version, Execute: true, Workers: 1,
+		SpareProc: os.Getenv("GOMAXPROCS") == ""}) // as serve
 	if err != nil {
 		return nil, err
 	}
