@@ -23,12 +23,17 @@ import (
 // It is exact for the writes this process makes, which on SQLite are
 // all of cordon's writes while it holds the database's lock
 // (CacheHotReads): every statement that changes a run, a key or a user
-// bumps a generation once it is committed (changed), and an entry is
-// used only while the generation it was read under is current. A read
-// takes the generation before it queries, so a row read before a write
-// committed is never kept as current after it. A write the process
-// did not make (the database edited by hand while the server runs) is
-// seen once the entry is older than hotTTL.
+// is marked in flight before it runs and bumps a generation once it is
+// committed (writing), and an entry is used only while the generation
+// it was read under is current. A read takes the generation before it
+// queries, so a row read before a write committed is never kept as
+// current after it. While a write is in flight (from before its
+// statement until its commit is told) the reads it may change neither
+// use nor fill the cache: a read that saw the write committed, before
+// the cache was told, is never answered later from an entry filled by a
+// slower read that queried before the commit. A write the process did
+// not make (the database edited by hand while the server runs) is seen
+// once the entry is older than hotTTL.
 //
 // Only the hot reads outside a transaction use it: a transaction reads
 // its own connection, seeing its own writes. PostgreSQL, which other
@@ -56,6 +61,12 @@ type hotReads struct {
 	keyGen atomic.Uint64            // bumped after every committed write to keys or users
 	runGen [hotShards]atomic.Uint64 // bumped after every committed write to a run of the shard
 	allGen atomic.Uint64            // bumped after a write to runs that names no one run
+
+	// The writes in flight to each generation's rows: raised before the
+	// statement runs, lowered after the generation is bumped.
+	keyBusy atomic.Int64
+	runBusy [hotShards]atomic.Int64
+	allBusy atomic.Int64
 
 	// mu is read-locked by lookups, which every request makes, and
 	// locked only to fill: a lookup whose thread the kernel preempts
@@ -211,45 +222,46 @@ func (s *Store) hotFor(ctx context.Context) *hotReads {
 	return s.hot
 }
 
-// changedKeys records a committed write to keys or users; changedRun a
-// committed write to run id ("" for any run).
-func (h *hotReads) changedKeys() {
-	if h != nil {
-		h.keyGen.Add(1)
-	}
-}
-
-func (h *hotReads) changedRun(id string) {
+// writing marks a write to keys or users (keys), or to run id ("" for
+// any run), about to run in ctx; done, called once the statement has
+// run (whether it changed anything or failed), tells the cache it is
+// committed: it bumps the generation, then lowers the mark. Until then
+// the reads it may change miss and fill nothing (hot.go). In an audited
+// transaction the bump waits for the transaction's end (Audited runs it
+// after the commit or the rollback), and done does nothing. Every
+// statement that changes runs, keys or users is between the two
+// (TestHotEveryWriteTells).
+func (s *Store) writing(ctx context.Context, keys bool, id string) (done func()) {
+	h := s.hot
 	if h == nil {
-		return
+		return func() {}
 	}
-	if id == "" {
-		h.allGen.Add(1)
-		return
+	busy, gen := &h.keyBusy, &h.keyGen
+	if !keys {
+		busy, gen = &h.allBusy, &h.allGen
+		if id != "" {
+			busy, gen = &h.runBusy[runShard(id)], &h.runGen[runShard(id)]
+		}
 	}
-	h.runGen[runShard(id)].Add(1)
-}
-
-// changed calls bump once the write ctx carries is committed: now when
-// ctx carries no transaction (the write was its own), or once the
-// audited transaction in ctx ends (Audited runs them after its commit,
-// and after a rollback, where they only cost a read).
-func (s *Store) changed(ctx context.Context, bump func()) {
-	if s.hot == nil {
-		return
+	busy.Add(1)
+	tell := func() {
+		gen.Add(1)
+		busy.Add(-1)
 	}
 	if p, ok := ctx.Value(pendingKey{}).(*pending); ok && txFrom(ctx) != nil {
 		p.mu.Lock()
-		p.bumps = append(p.bumps, bump)
+		p.bumps = append(p.bumps, tell)
 		p.mu.Unlock()
-		return
+		return func() {}
 	}
-	bump()
+	var once sync.Once
+	return func() { once.Do(tell) }
 }
 
 type pendingKey struct{}
 
-// pending holds an audited transaction's bumps until it ends.
+// pending holds an audited transaction's bumps until it ends: each
+// lowers its write's mark too, so it must run once whatever the end.
 type pending struct {
 	mu    sync.Mutex
 	bumps []func()
@@ -265,17 +277,23 @@ func (p *pending) run() {
 }
 
 // key returns a cached principal for a key's hash, and the generation a
-// read that misses must record.
-func (h *hotReads) key(hash string, now time.Time) (*Principal, uint64) {
-	gen := h.keyGen.Load()
+// read that misses must record; fill is false while a write to keys is
+// in flight (the read must neither use nor fill the cache). The mark is
+// loaded before the generation: a write that was committed before the
+// read began is either told (the generation moved) or still marked.
+func (h *hotReads) key(hash string, now time.Time) (p *Principal, gen uint64, fill bool) {
+	if h.keyBusy.Load() != 0 {
+		return nil, 0, false
+	}
+	gen = h.keyGen.Load()
 	h.mu.RLock()
 	e, ok := h.keys[hash]
 	h.mu.RUnlock()
 	if ok && e.gen == gen && now.Sub(e.at) < hotTTL && !now.Before(e.at) {
 		p := e.p
-		return &p, gen
+		return &p, gen, true
 	}
-	return nil, gen
+	return nil, gen, true
 }
 
 func (h *hotReads) putKey(hash string, p *Principal, gen uint64, now time.Time) {
@@ -288,16 +306,21 @@ func (h *hotReads) putKey(hash string, p *Principal, gen uint64, now time.Time) 
 }
 
 // run returns a copy of a cached run, and the generations a read that
-// misses must record.
-func (h *hotReads) run(id string, now time.Time) (*Run, uint64, uint64) {
-	gen, all := h.runGen[runShard(id)].Load(), h.allGen.Load()
+// misses must record; fill is false while a write that may change the
+// run is in flight (as key).
+func (h *hotReads) run(id string, now time.Time) (r *Run, gen, all uint64, fill bool) {
+	sh := runShard(id)
+	if h.runBusy[sh].Load() != 0 || h.allBusy.Load() != 0 {
+		return nil, 0, 0, false
+	}
+	gen, all = h.runGen[sh].Load(), h.allGen.Load()
 	h.mu.RLock()
 	e, ok := h.runs[id]
 	h.mu.RUnlock()
 	if ok && e.gen == gen && e.all == all && now.Sub(e.at) < hotTTL && !now.Before(e.at) {
-		return copyRun(&e.r), gen, all
+		return copyRun(&e.r), gen, all, true
 	}
-	return nil, gen, all
+	return nil, gen, all, true
 }
 
 func (h *hotReads) putRun(r *Run, gen, all uint64, now time.Time) {

@@ -3,7 +3,10 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -245,5 +248,150 @@ func TestHotReadsCopies(t *testing.T) {
 	other := setup(t, s, "other")
 	if _, err := s.Run(ctx, other.tenant.ID, r.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("another tenant's cached run: %v", err)
+	}
+}
+
+// TestHotReadsConcurrentWrites: many goroutines read runs and
+// authenticate keys through the cache while another keeps writing them
+// through the store's API (each run approved, started and finished, in
+// turn on its own and in an audited transaction; each key revoked). No
+// read returns a run in a state older than one a write had recorded and
+// returned before the read began, nor authenticates a key whose
+// revocation had returned; and no reader reads a run older than it has
+// read it already, or authenticates a key it was refused, even while
+// the write is still returning (a read that missed the cache may see a
+// write committed before the cache is told of it; a slower read made
+// before the commit must not then fill the cache with the older row).
+func TestHotReadsConcurrentWrites(t *testing.T) {
+	s := cachedStore(t)
+	auditKey(t, s, 1)
+	ctx := t.Context()
+	f := setup(t, s, "acme")
+	const n = 40
+	rank := map[string]int32{store.StatePending: 0, store.StateQueued: 1, store.StateRunning: 2, store.StateFinished: 3}
+	ids := make([]string, n)
+	secrets := make([]string, n)
+	keyIDs := make([]string, n)
+	for i := range n {
+		r, err := s.CreateRun(ctx, f.tenant.ID, f.project.ID, "t", []byte(`{"n":`+strconv.Itoa(i)+`}`), f.member.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, secret, err := s.CreateKey(ctx, f.tenant.ID, f.member.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i], secrets[i], keyIDs[i] = r.ID, secret, k.ID
+	}
+	var told [n]atomic.Int32     // the rank of the last write that returned, per run
+	var revoked [n]atomic.Bool   // the key's revocation returned
+	var cur atomic.Int32         // the run being written
+	var reads, hits atomic.Int64 // reads made; of them, authentications refused
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	fail := func(err error) { // the readers go on: the writer waits for their reads
+		select {
+		case errs <- err:
+		default:
+		}
+	}
+	var wg sync.WaitGroup
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	t.Cleanup(halt) // before the store closes, on a failure too
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var seen [n]int32   // the latest rank this reader read, per run
+			var refused [n]bool // keys this reader was refused
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				reads.Add(1)
+				i := int(cur.Load())
+				if j%3 == 1 && i > 0 {
+					i-- // the run written just before
+				}
+				floor, gone := told[i].Load(), revoked[i].Load()
+				r, err := s.Run(context.Background(), f.tenant.ID, ids[i])
+				if err != nil {
+					fail(err)
+					continue
+				}
+				if got := rank[r.State]; got < seen[i] {
+					fail(fmt.Errorf("reader %d: run %d read %s after this reader had read it at rank %d", g, i, r.State, seen[i]))
+				} else {
+					seen[i] = got
+				}
+				if got := rank[r.State]; got < floor {
+					fail(fmt.Errorf("reader %d: run %d read %s after a write to rank %d returned", g, i, r.State, floor))
+				}
+				_, err = s.Authenticate(context.Background(), secrets[i])
+				if (gone || refused[i]) && !errors.Is(err, store.ErrUnauthorized) {
+					fail(fmt.Errorf("reader %d: key %d authenticated after its revocation returned or this reader was refused it: %v", g, i, err))
+				}
+				if err != nil {
+					refused[i] = true
+					hits.Add(1)
+				}
+			}
+		}()
+	}
+	write := func(i int, to string, w func() error) {
+		t.Helper()
+		if err := w(); err != nil {
+			t.Fatalf("run %d to %s: %v", i, to, err)
+		}
+		told[i].Store(rank[to])
+	}
+	for i := range n {
+		cur.Store(int32(i))
+		for start := reads.Load(); reads.Load() < start+5; {
+			runtime.Gosched() // the readers cache the run as it is
+		}
+		write(i, store.StateQueued, func() error { return s.Approve(ctx, f.tenant.ID, ids[i], f.approver.ID) })
+		var attempt int
+		write(i, store.StateRunning, func() error {
+			a, ok, err := s.Start(ctx, ids[i], "w1", int64(i+1))
+			if !ok && err == nil {
+				err = errors.New("not started")
+			}
+			attempt = a
+			return err
+		})
+		write(i, store.StateFinished, func() error {
+			finish := func(c context.Context) error {
+				ok, err := s.Finish(c, ids[i], attempt, store.Outcome{State: store.StateFinished, Reason: "done"})
+				if !ok && err == nil {
+					err = errors.New("not finished")
+				}
+				return err
+			}
+			if i%2 == 0 {
+				return finish(ctx)
+			}
+			return s.Audited(ctx, func(tctx context.Context) (*store.AuditEvent, error) {
+				return &store.AuditEvent{Tenant: f.tenant.ID, Body: map[string]any{"action": "run.finish", "run": ids[i]}}, finish(tctx)
+			})
+		})
+		if err := s.RevokeKey(ctx, f.tenant.ID, keyIDs[i]); err != nil {
+			t.Fatal(err)
+		}
+		revoked[i].Store(true)
+		for start := reads.Load(); reads.Load() < start+5; {
+			runtime.Gosched() // the readers read it as it is now
+		}
+	}
+	halt()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if hits.Load() == 0 {
+		t.Fatal("no read saw a revoked key: the test exercised too little")
 	}
 }

@@ -165,11 +165,11 @@ func (s *Store) CreateRunCapped(ctx context.Context, tenantID, projectID, task s
 
 // Run returns a tenant's run; another tenant's is ErrNotFound.
 func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
-	hot, gen, all, now := s.hotFor(ctx), uint64(0), uint64(0), time.Time{}
+	hot, gen, all, fill, now := s.hotFor(ctx), uint64(0), uint64(0), false, time.Time{}
 	if hot != nil {
 		now = s.now()
 		var r *Run
-		if r, gen, all = hot.run(id, now); r != nil {
+		if r, gen, all, fill = hot.run(id, now); r != nil {
 			if r.TenantID != tenantID {
 				return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 			}
@@ -180,7 +180,7 @@ func (s *Store) Run(ctx context.Context, tenantID, id string) (*Run, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: run %q: %w", id, ErrNotFound)
 	}
-	if err == nil && hot != nil {
+	if err == nil && fill {
 		hot.putRun(r, gen, all, now)
 	}
 	return r, err
@@ -273,8 +273,8 @@ func (s *Store) transition(ctx context.Context, tenantID, id string, set string,
 	}
 	where += ")"
 	all := append(append(append(args, id, tenantID), condArgs...), anys(from)...)
+	defer s.writing(ctx, false, id)()
 	n, err := s.exec(ctx, `UPDATE runs SET `+set+where, all...)
-	s.changed(ctx, func() { s.hot.changedRun(id) })
 	if err != nil {
 		return err
 	}
@@ -401,9 +401,9 @@ func (s *Store) Cancel(ctx context.Context, tenantID, id, by string) (string, er
 // caller must not execute it. attempt is the claim's number, which
 // Finish must present.
 func (s *Store) Start(ctx context.Context, id, worker string, job int64) (attempt int, ok bool, err error) {
+	defer s.writing(ctx, false, id)()
 	n, err := s.exec(ctx, `UPDATE runs SET state = ?, attempts = attempts + 1, worker = ?, started_at = ?, job = ? WHERE id = ? AND state = ?`,
 		StateRunning, worker, s.now().UnixNano(), job, id, StateQueued)
-	s.changed(ctx, func() { s.hot.changedRun(id) })
 	if err != nil || n == 0 {
 		return 0, false, err
 	}
@@ -442,6 +442,9 @@ func (s *Store) Finish(ctx context.Context, id string, attempt int, o Outcome) (
 	if o.Review != nil && o.State != StateFinished {
 		return false, fmt.Errorf("store: finish run %s: only a finished run's change is reviewed", id)
 	}
+	// Told after the commit or the rollback (deferred calls run last
+	// first), or at the end of the audited transaction this joins.
+	defer s.writing(ctx, false, id)()
 	tx, own, err := s.begin(ctx)
 	if err != nil {
 		return false, err
@@ -463,21 +466,18 @@ func (s *Store) Finish(ctx context.Context, id string, attempt int, o Outcome) (
 		}
 	}
 	if !own {
-		s.changed(ctx, func() { s.hot.changedRun(id) })
 		return true, nil
 	}
-	err = tx.Commit()
-	s.hot.changedRun(id) // after the commit: a read between the two kept nothing
-	return true, err
+	return true, tx.Commit()
 }
 
 // Interrupted fails a run left running by an attempt that did not
 // finish (its worker or server died): the run is failed with the reason,
 // never executed again, because its first attempt may have had effects.
 func (s *Store) Interrupted(ctx context.Context, id, reason string) (bool, error) {
+	defer s.writing(ctx, false, id)()
 	n, err := s.exec(ctx, `UPDATE runs SET state = ?, reason = ?, finished_at = ? WHERE id = ? AND state = ?`,
 		StateFailed, reason, s.now().UnixNano(), id, StateRunning)
-	s.changed(ctx, func() { s.hot.changedRun(id) })
 	return n == 1, err
 }
 

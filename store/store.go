@@ -440,8 +440,9 @@ func (s *Store) Keys(ctx context.Context, tenantID string) ([]*Key, error) {
 
 // RevokeKey revokes a tenant's key; revoking a revoked key is ErrNotFound.
 func (s *Store) RevokeKey(ctx context.Context, tenantID, keyID string) error {
+	done := s.writing(ctx, true, "")
 	n, err := s.exec(ctx, `UPDATE keys SET revoked_at = ? WHERE id = ? AND tenant_id = ? AND revoked_at IS NULL`, s.now().UnixNano(), keyID, tenantID)
-	s.changed(ctx, s.hot.changedKeys)
+	done()
 	if err != nil {
 		return err
 	}
@@ -480,11 +481,11 @@ type Principal struct {
 // Authenticate returns the principal of an unrevoked key.
 func (s *Store) Authenticate(ctx context.Context, secret string) (*Principal, error) {
 	hash := HashKey(secret)
-	hot, gen, now := s.hotFor(ctx), uint64(0), time.Time{}
+	hot, gen, fill, now := s.hotFor(ctx), uint64(0), false, time.Time{}
 	if hot != nil {
 		now = s.now()
 		var p *Principal
-		if p, gen = hot.key(hash, now); p != nil {
+		if p, gen, fill = hot.key(hash, now); p != nil {
 			return p, nil
 		}
 	}
@@ -499,7 +500,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (*Principal, er
 		return nil, err
 	}
 	p.UserID, p.UserName, p.Role = uid.String, name.String, role.String
-	if hot != nil {
+	if fill {
 		hot.putKey(hash, &p, gen, now)
 	}
 	return &p, nil
