@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cordon-dev/cordon/evidence/audit"
@@ -332,4 +333,57 @@ func secretServer(t *testing.T, secrets []string) *Server {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestCleanMemoConcurrentPools: seen, read-locked, races remember's
+// swap of the table (to a new pool, or when full) from many goroutines,
+// and never answers "clean" for a document under a pool that did not
+// check it: a document holding a secret only the second pool has is
+// clean under the first and never under the second, however the two
+// pools' checks and a stream of other documents (which fill the memo
+// past its bound, emptying it) interleave.
+func TestCleanMemoConcurrentPools(t *testing.T) {
+	s := secretServer(t, []string{"op-secret-value-1"})
+	p1 := s.Pool()
+	if err := s.SetSecretSource("broker", []string{"later-secret-value-2"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	p2 := s.Pool()
+	doc := []byte(`{"id":"run_1","reason":"exit token later-secret-value-2 here"}`)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 4000 {
+				switch {
+				case g < 2: // fill the memo with other documents, under both pools
+					p := p1
+					if i%3 == 0 {
+						p = p2
+					}
+					if !s.clean(p, []byte(fmt.Sprintf(`{"g":%d,"n":%d}`, g, i))) {
+						errs <- fmt.Errorf("a clean filler document is not clean")
+						return
+					}
+				case g%2 == 0:
+					if !s.clean(p1, doc) {
+						errs <- fmt.Errorf("the document is not clean under the pool without its secret")
+						return
+					}
+				default:
+					if s.clean(p2, doc) {
+						errs <- fmt.Errorf("the document holding the second pool's secret is clean under it (iteration %d)", i)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
