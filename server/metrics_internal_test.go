@@ -13,7 +13,8 @@ import (
 // TestMetricsConcurrentRequests: requests counted from many goroutines
 // at once, on routes first seen concurrently, are all counted, in the
 // right bucket, and a scrape while they are counted keeps each
-// histogram's +Inf bucket equal to its count.
+// histogram's +Inf bucket equal to its count, its buckets cumulative,
+// and its count never below an earlier scrape's.
 func TestMetricsConcurrentRequests(t *testing.T) {
 	m := newMetrics()
 	const goroutines, each = 16, 500
@@ -22,13 +23,19 @@ func TestMetricsConcurrentRequests(t *testing.T) {
 	scraped := make(chan error, 1)
 	go func() {
 		defer close(scraped)
+		counts := map[string]uint64{} // the last scrape's count, per series
 		for {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			if err := infEqualsCount(m.text()); err != nil {
+			text := m.text()
+			if err := infEqualsCount(text); err != nil {
+				scraped <- err
+				return
+			}
+			if err := cumulative(text, counts); err != nil {
 				scraped <- err
 				return
 			}
@@ -90,6 +97,39 @@ func infEqualsCount(text string) error {
 		labels, n, _ := strings.Cut(rest, "} ")
 		if got := inf[name+"_bucket{"+labels]; got != n {
 			return fmt.Errorf("%s{%s}: +Inf bucket %q, count %q", name, labels, got, n)
+		}
+	}
+	return nil
+}
+
+// cumulative checks that each histogram's buckets never decrease from
+// one bound to the next, and that each count is at least the one in
+// counts (the last scrape's), which it updates.
+func cumulative(text string, counts map[string]uint64) error {
+	last := map[string]uint64{}
+	for _, l := range strings.Split(text, "\n") {
+		if i := strings.Index(l, `,le="`); i >= 0 && strings.Contains(l, "_bucket{") {
+			_, v, _ := strings.Cut(l[i:], "} ")
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%q: %v", l, err)
+			}
+			if n < last[l[:i]] {
+				return fmt.Errorf("%q: below the bucket before it (%d)", l, last[l[:i]])
+			}
+			last[l[:i]] = n
+		}
+		if name, rest, ok := strings.Cut(l, "_count{"); ok {
+			labels, v, _ := strings.Cut(rest, "} ")
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%q: %v", l, err)
+			}
+			if k := name + labels; n < counts[k] {
+				return fmt.Errorf("%q: below the last scrape's count %d", l, counts[k])
+			} else {
+				counts[k] = n
+			}
 		}
 	}
 	return nil
