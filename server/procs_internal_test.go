@@ -7,26 +7,54 @@ import (
 	"time"
 )
 
+// fakeProcs stands in for the runtime's GOMAXPROCS (its own choice:
+// def), counting the changes and remembering the first set to a value
+// other than def+1.
+type fakeProcs struct {
+	mu      sync.Mutex
+	def, n  int
+	changes int
+	bad     string
+}
+
+func newFakeProcs(def int, linger time.Duration) (*fakeProcs, *spareProc) {
+	f := &fakeProcs{def: def, n: def}
+	return f, &spareProc{linger: linger, procs: f.procs, reset: f.reset}
+}
+
+func (f *fakeProcs) procs(v int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.n
+	if v > 0 {
+		f.n = v
+		f.changes++
+		if v != f.def+1 && f.bad == "" {
+			f.bad = fmt.Sprintf("GOMAXPROCS set to %d", v)
+		}
+	}
+	return old
+}
+
+func (f *fakeProcs) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n = f.def
+	f.changes++
+}
+
+func (f *fakeProcs) get() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
 // TestSpareProc: the first run to execute raises GOMAXPROCS by one, later
 // ones leave it, and it comes back only once none has executed for the
 // linger; a run that starts within the linger keeps it raised.
 func TestSpareProc(t *testing.T) {
-	var mu sync.Mutex
-	n, changes := 2, 0
-	get := func() int { mu.Lock(); defer mu.Unlock(); return n }
-	p := &spareProc{linger: 100 * time.Millisecond,
-		procs: func(v int) int {
-			mu.Lock()
-			defer mu.Unlock()
-			old := n
-			if v > 0 {
-				n = v
-				changes++
-			}
-			return old
-		},
-		reset: func() { mu.Lock(); defer mu.Unlock(); n = 2; changes++ },
-	}
+	f, p := newFakeProcs(2, 100*time.Millisecond)
+	get := f.get
 	want := func(v int, when string) {
 		t.Helper()
 		if got := get(); got != v {
@@ -50,10 +78,10 @@ func TestSpareProc(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	want(2, "after the linger")
-	mu.Lock()
-	defer mu.Unlock()
-	if changes != 2 {
-		t.Errorf("GOMAXPROCS changed %d times, want 2 (raised once, given back once)", changes)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.changes != 2 || f.bad != "" {
+		t.Errorf("GOMAXPROCS changed %d times, want 2 (raised once, given back once); %s", f.changes, f.bad)
 	}
 }
 
@@ -64,25 +92,9 @@ func TestSpareProc(t *testing.T) {
 // lower it below the runtime's choice, keep it raised while any run
 // executes, and give the runtime its own choice back once none does.
 func TestSpareProcConcurrent(t *testing.T) {
-	var mu sync.Mutex
 	const def = 2
-	n, bad := def, ""
-	p := &spareProc{linger: 200 * time.Microsecond,
-		procs: func(v int) int {
-			mu.Lock()
-			defer mu.Unlock()
-			old := n
-			if v > 0 {
-				n = v
-				if n != def+1 && bad == "" {
-					bad = fmt.Sprintf("GOMAXPROCS set to %d", n)
-				}
-			}
-			return old
-		},
-		reset: func() { mu.Lock(); defer mu.Unlock(); n = def },
-	}
-	get := func() int { mu.Lock(); defer mu.Unlock(); return n }
+	f, p := newFakeProcs(def, 200*time.Microsecond)
+	get := f.get
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := range 8 {
@@ -121,10 +133,10 @@ func TestSpareProcConcurrent(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(10 * time.Millisecond) // any stale restore has fired
-	mu.Lock()
-	defer mu.Unlock()
-	if n != def || bad != "" {
-		t.Fatalf("after the last run: GOMAXPROCS %d, want %d; %s", n, def, bad)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n != def || f.bad != "" {
+		t.Fatalf("after the last run: GOMAXPROCS %d, want %d; %s", f.n, def, f.bad)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

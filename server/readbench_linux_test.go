@@ -11,19 +11,7 @@ func BenchmarkReadRun(b *testing.B) {
 	e := newEnv(b, envOpts{})
 	e.setup(projectFor("true"))
 	id := e.submit(e.keys["member"])
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	per := b.N/50 + 1
-	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range per {
-				e.doQuiet("GET", "/v1/runs/"+id, e.keys["member"], "")
-			}
-		}()
-	}
-	wg.Wait()
+	readConcurrently(b, e, "/v1/runs/"+id, e.keys["member"])
 }
 
 // BenchmarkListRuns lists the newest 20 of a tenant's 1,000 runs, from 50
@@ -34,6 +22,12 @@ func BenchmarkListRuns(b *testing.B) {
 	for range 1000 {
 		e.submit(e.keys["member"])
 	}
+	readConcurrently(b, e, "/v1/runs?limit=20", e.keys["tenant"])
+}
+
+// readConcurrently times b.N reads of path with key, from 50 clients at
+// once.
+func readConcurrently(b *testing.B, e *env, path, key string) {
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	per := b.N/50 + 1
@@ -42,7 +36,7 @@ func BenchmarkListRuns(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for range per {
-				e.doQuiet("GET", "/v1/runs?limit=20", e.keys["tenant"], "")
+				e.doQuiet("GET", path, key, "")
 			}
 		}()
 	}
