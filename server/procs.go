@@ -17,11 +17,11 @@ import (
 // and hands the P to another thread, which after a quiet spell takes up
 // to 10 ms; on two CPUs that leaves one of them idle, and the requests
 // queued behind the sync wait. The load test showed the CPUs about 10%
-// idle while runs executed under saturating reads, and the read p99
-// falling from 42–47 ms to 39 ms with the extra P (docs/server.md,
-// "Figures"). Without runs the extra P costs: three threads time-share
-// two CPUs, and the read p99 rose from 36 to 53–57 ms, so it is given
-// only while runs execute.
+// idle while runs executed under saturating reads (2–3% with the extra
+// P), and the read p99 falling from 41–43 ms to 34–36 ms (docs/server.md,
+// "Figures"). Without runs an extra P costs: three threads time-share
+// two CPUs, and with GOMAXPROCS=3 throughout the p99 of reads alone rose
+// from 36 to 53–57 ms, so it is given only while runs execute.
 //
 // Config.SpareProc turns it on; cordon serve and cordon worker set it
 // unless the operator set GOMAXPROCS (the environment variable).
