@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// nvmlAPI is the part of NVML cordon uses; nvml_purego.go binds it to the
-// real library, tests to a fake.
+// nvmlAPI is the part of NVML cordon uses; nvml_helper_linux.go binds it
+// to the NVML helper (cmd/cordon-nvml, which opens the real library),
+// tests to a fake.
 type nvmlAPI interface {
 	Init() error
 	DeviceCount() (int, error)
@@ -22,9 +23,10 @@ type NVML struct {
 	devices int
 }
 
-// NewNVML loads NVML at run time and opens its devices. It fails with
-// ErrUnavailable when the library, a device or the energy counter is
-// missing — never by reporting zero.
+// NewNVML opens NVML's devices through the NVML helper, NVMLHelper next
+// to cordon's executable, which loads the library at run time. It fails
+// with ErrUnavailable when the helper, the library, a device or the
+// energy counter is missing — never by reporting zero.
 func NewNVML() (*NVML, error) { return newNVML(loadNVML()) }
 
 func newNVML(api nvmlAPI) (*NVML, error) {
@@ -91,3 +93,11 @@ func (m *NVML) Delta(start, end Counter) (uint64, error) {
 	}
 	return total, nil
 }
+
+// unavailableNVML reports why NVML cannot be read.
+type unavailableNVML struct{ err error }
+
+func (u unavailableNVML) Init() error                     { return u.err }
+func (u unavailableNVML) DeviceCount() (int, error)       { return 0, u.err }
+func (u unavailableNVML) TotalEnergy(int) (uint64, error) { return 0, u.err }
+func (u unavailableNVML) Shutdown() error                 { return nil }

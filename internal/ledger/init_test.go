@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"debug/elf"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -11,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -166,13 +169,75 @@ var initBytesAllowed = map[string]int{}
 // initLine is one line of GODEBUG=inittrace=1's report.
 var initLine = regexp.MustCompile(`^init (\S+) @[0-9.]+ ms, [0-9.]+ ms clock, ([0-9]+) bytes, ([0-9]+) allocs$`)
 
+// staticCordon builds cordon as the README's "Using it" does (CGO_ENABLED=0),
+// once for the tests that need the binary; TestMain removes it.
+var staticCordon = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "ledger-cordon-")
+	if err != nil {
+		return "", err
+	}
+	builtDirs = append(builtDirs, dir)
+	bin := filepath.Join(dir, "cordon")
+	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/cordon")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("CGO_ENABLED=0 go build ./cmd/cordon: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+var builtDirs []string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, d := range builtDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
+
+// TestCordonIsStatic fails when cordon, built with CGO_ENABLED=0, is not
+// a static executable: a dynamically linked Go binary (one that links
+// libc's dlopen, as github.com/ebitengine/purego does) pays about 0.8 ms
+// more at every start, twice in a cold `cordon exec`
+// (docs/PERFORMANCE.md). NVML, which needs dlopen, is read by a separate
+// helper, cmd/cordon-nvml (energy.NewNVML).
+func TestCordonIsStatic(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../../cmd/cordon").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/ebitengine/purego") || dep == "github.com/cordon-dev/cordon/energy/nvmldl" {
+			t.Errorf("cmd/cordon depends on %s, which links libc's dlopen: only cmd/cordon-nvml may", dep)
+		}
+	}
+	bin, err := staticCordon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("%s has a %v program header: dynamically linked", bin, p.Type)
+		}
+	}
+	if libs, err := f.ImportedLibraries(); err != nil || len(libs) != 0 {
+		t.Errorf("%s imports shared libraries %v (%v)", bin, libs, err)
+	}
+}
+
 // TestInitAllocations builds cordon, runs `cordon version` with the
 // runtime's init trace, and fails when a package of this module (or
 // cordon's main) allocates more than initBytes while it initialises.
 func TestInitAllocations(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "cordon")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cordon").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := staticCordon()
+	if err != nil {
+		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "version")
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
