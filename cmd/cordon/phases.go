@@ -32,7 +32,8 @@ func startPhases() {
 }
 
 // printPhases writes the recorded marks, one a line, as nanoseconds
-// since the first: "cordon: phase NS NAME".
+// since the first: "cordon: phase NS NAME"; marks from before the first
+// are left out.
 func printPhases(w io.Writer) {
 	if !phase.Enabled() {
 		return
@@ -40,6 +41,10 @@ func printPhases(w io.Writer) {
 	phase.Add("exit")
 	marks := phase.Marks()
 	for _, m := range marks {
-		fmt.Fprintf(w, "cordon: phase %d %s\n", m.T-marks[0].T, m.Name)
+		// Before the first ("spawned"): a warm slot's init's marks of
+		// its preparation, before this caller came.
+		if m.T >= marks[0].T {
+			fmt.Fprintf(w, "cordon: phase %d %s\n", m.T-marks[0].T, m.Name)
+		}
 	}
 }

@@ -38,6 +38,7 @@ import (
 
 	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
 	"github.com/cordon-dev/cordon/grant"
+	"github.com/cordon-dev/cordon/internal/phase"
 	"github.com/cordon-dev/cordon/sandbox"
 	"github.com/cordon-dev/cordon/sandbox/pool"
 )
@@ -297,6 +298,11 @@ func poolWarm(e *env, args []string) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Marks are recorded from here on (a clock read and an append each,
+	// at most phase.MaxMarks), so that the slot's init sends its own with
+	// its exit status; a caller that asks for phases (CORDON_PHASES) gets
+	// them, and no other (serveHandoff).
+	phase.Enable()
 	p, err := pool.New(ctx, pool.Config{Spec: spec, Env: pool.EnvAddress(spec), Size: 1, MaxIdle: *maxIdle})
 	if err != nil {
 		return refuse(err)
@@ -470,6 +476,8 @@ func serveHandoff(conn *os.File, cfd int, s *servedExec) (served bool) {
 			_ = unix.Kill(os.Getpid(), unix.SIGTERM)
 		}
 	}()
+	phase.Reset() // the slot's preparation's are no caller's
+	phase.Disable()
 	if os.Getenv(phasesEnv) != "" { // the caller's phases: its spawn, then this process's marks ("main" is the hand-off)
 		startPhases()
 	}

@@ -27,8 +27,22 @@ var (
 	marks []Mark // guarded by mu
 )
 
+// MaxMarks bounds how many marks are kept: later ones are dropped (a
+// long-lived process that records marks never grows without bound).
+const MaxMarks = 1024
+
 // Enable starts recording marks.
 func Enable() { on.Store(true) }
+
+// Disable stops recording marks.
+func Disable() { on.Store(false) }
+
+// Reset drops every mark recorded so far.
+func Reset() {
+	mu.Lock()
+	marks = nil
+	mu.Unlock()
+}
 
 // Enabled reports whether marks are recorded.
 func Enabled() bool { return on.Load() }
@@ -48,7 +62,9 @@ func AddAt(name string, t int64) {
 		return
 	}
 	mu.Lock()
-	marks = append(marks, Mark{Name: name, T: t})
+	if len(marks) < MaxMarks {
+		marks = append(marks, Mark{Name: name, T: t})
+	}
 	mu.Unlock()
 }
 

@@ -18,3 +18,23 @@ func TestMarks(t *testing.T) {
 		t.Fatalf("mark a at %d: the clock did not read", got[0].T)
 	}
 }
+
+func TestResetDisableBound(t *testing.T) {
+	Enable()
+	Reset()
+	for i := range MaxMarks + 10 {
+		AddAt("m", int64(i))
+	}
+	if n := len(Marks()); n != MaxMarks {
+		t.Fatalf("%d marks kept, want at most %d", n, MaxMarks)
+	}
+	Reset()
+	if n := len(Marks()); n != 0 {
+		t.Fatalf("%d marks after Reset", n)
+	}
+	Disable()
+	Add("off")
+	if Enabled() || len(Marks()) != 0 {
+		t.Fatalf("recording after Disable: %v", Marks())
+	}
+}

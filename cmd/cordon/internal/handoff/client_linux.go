@@ -20,9 +20,56 @@ func init() {
 		writeStderr("cordon: " + note + "\n")
 	}
 	if code >= 0 {
+		marks.print()
 		syscall.Exit(code)
 	}
 }
+
+// PhasesEnv names the variable that asks cordon for its phase marks
+// (package internal/phase): the monotonic time of the caller's spawn, in
+// nanoseconds. A served caller then records when each step of the
+// hand-off ended and prints them after the warm process's marks, as
+// "cordon: phase NS hand-off: STEP" (scripts/bench-phases).
+const PhasesEnv = "CORDON_PHASES"
+
+// handoffMarks are the hand-off's phase marks; nil unless PhasesEnv asks.
+type handoffMarks struct {
+	t0   int64
+	name [8]string
+	at   [8]int64
+	n    int
+}
+
+var marks *handoffMarks
+
+func (m *handoffMarks) add(name string) {
+	if m == nil || m.n == len(m.at) {
+		return
+	}
+	var ts syscall.Timespec
+	if _, _, e := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+		return
+	}
+	m.at[m.n], m.name[m.n] = ts.Nano(), name
+	m.n++
+}
+
+func (m *handoffMarks) print() {
+	if m == nil {
+		return
+	}
+	var b []byte
+	for i := 0; i < m.n; i++ {
+		b = append(b, "cordon: phase "...)
+		b = appendDecimal(b, int(m.at[i]-m.t0))
+		b = append(b, " hand-off: "...)
+		b = append(b, m.name[i]...)
+		b = append(b, '\n')
+	}
+	writeStderr(string(b))
+}
+
+const clockMonotonic = 1 // CLOCK_MONOTONIC
 
 // try hands the invocation off: the command's exit status, or -1 to
 // start cold; note is a line for standard error.
@@ -34,6 +81,10 @@ func try() (code int, note string) {
 	env := syscall.Environ()
 	if Getenv(env, "CORDON_RESIDENT") == Off {
 		return -1, ""
+	}
+	if t0, ok := parseClock(Getenv(env, PhasesEnv)); ok {
+		marks = &handoffMarks{t0: t0}
+		marks.add("started")
 	}
 	wd, err := syscall.Getwd()
 	if err != nil {
@@ -89,6 +140,7 @@ func try() (code int, note string) {
 	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
 		return -1, "" // nothing serves there (a stale socket), or its queue is full: cold
 	}
+	marks.add("connected")
 	if err := syscall.SetNonblock(fd, false); err != nil {
 		return -1, ""
 	}
@@ -109,6 +161,7 @@ func try() (code int, note string) {
 	if !complete {
 		return -1, "" // busy (or gone): cold
 	}
+	marks.add("ready")
 	if hasPrefix(line, "decline ") {
 		return -1, "note: exec: the resident exec server declined (" + line[8:] + "); starting cold"
 	}
@@ -144,6 +197,7 @@ func try() (code int, note string) {
 	}
 	err = syscall.Sendmsg(fd, req, syscall.UnixRights(0, 1, 2, cwd), nil, syscall.MSG_NOSIGNAL)
 	syscall.Close(cwd)
+	marks.add("request sent")
 	if err != nil {
 		// The server got nothing it can run; it may have said why.
 		if line, ok := readLine(fd); ok && hasPrefix(line, "decline ") {
@@ -163,9 +217,11 @@ func try() (code int, note string) {
 			return 125, "error: exec: the resident exec server at " + dir + " went away before the command finished"
 		case line == "start" && !started:
 			started = true
+			marks.add("command started")
 			continue
 		case hasPrefix(line, "exit "):
 			if n, ok := parseDecimal(line[5:]); ok && n < 256 {
+				marks.add("answered")
 				return n, ""
 			}
 		case started && (line == "sigpipe 1" || line == "sigpipe 2"):

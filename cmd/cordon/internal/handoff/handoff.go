@@ -359,3 +359,22 @@ func parseDecimal(s string) (int, bool) {
 	}
 	return n, true
 }
+
+// parseClock parses a monotonic clock reading in nanoseconds: 1 to 19
+// decimal digits, no sign, no leading zero, not above 2^63-1.
+func parseClock(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 19 || s[0] == '0' {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(s[i]-'0')
+	}
+	if n > 1<<63-1 {
+		return 0, false
+	}
+	return int64(n), true
+}

@@ -188,3 +188,16 @@ func TestNamesProcessFile(t *testing.T) {
 		}
 	}
 }
+
+func TestParseClock(t *testing.T) {
+	for s, want := range map[string]int64{"1": 1, "76545907550123456": 76545907550123456, "9223372036854775807": 1<<63 - 1} {
+		if got, ok := parseClock(s); !ok || got != want {
+			t.Errorf("parseClock(%q) = %d, %v; want %d", s, got, ok, want)
+		}
+	}
+	for _, s := range []string{"", "0", "01", "-1", "+1", "1.5", "12a", "9223372036854775808", "9999999999999999999", "12345678901234567890"} {
+		if got, ok := parseClock(s); ok {
+			t.Errorf("parseClock(%q) = %d, accepted", s, got)
+		}
+	}
+}
