@@ -83,6 +83,16 @@ func fakeHelper(mode string) int {
 		for line() != "" {
 			fmt.Println("ok 5")
 		}
+	case "energy as":
+		// Counts one GPU, then answers every energy request with the
+		// test's answer.
+		line()
+		fmt.Println("ok")
+		line()
+		fmt.Println("ok 1")
+		for line() != "" {
+			fmt.Print("ok " + os.Getenv("CORDON_TEST_NVML_ANSWER") + "\n")
+		}
 	case "escape":
 		line()
 		fmt.Print("err \x1b[2J\x1b]0;owned\x07\r\n")
@@ -140,6 +150,23 @@ func children(t *testing.T) int {
 	return n
 }
 
+// openFDs is how many descriptors this process has open (the poller's
+// own are opened first, by a pipe).
+func openFDs(t *testing.T) int {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	w.Close()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
 func TestNVMLHelper(t *testing.T) {
 	installFakeHelper(t, "serve", 0o755)
 	m, err := NewNVML()
@@ -190,6 +217,31 @@ func TestNVMLHelperBroken(t *testing.T) {
 	oldInit, oldCall := helperInitTimeout, helperCallTimeout
 	helperInitTimeout, helperCallTimeout = 2*time.Second, 2*time.Second
 	t.Cleanup(func() { helperInitTimeout, helperCallTimeout = oldInit, oldCall })
+	for answer, want := range map[string]string{
+		"+5":                   `device 0's energy as "+5"`,
+		"05":                   `device 0's energy as "05"`,
+		" 5":                   `device 0's energy as " 5"`,
+		"5\r":                  `device 0's energy as "5?"`,
+		"5 6":                  `device 0's energy as "5 6"`,
+		"":                     `device 0's energy as ""`,
+		"18446744073709551616": `device 0's energy as "18446744073709551616"`,
+		"18446744073709551615": "counter 18446744073709551615 mJ overflows µJ",
+	} {
+		t.Run("energy "+answer, func(t *testing.T) {
+			installFakeHelper(t, "energy as", 0o755)
+			t.Setenv("CORDON_TEST_NVML_ANSWER", answer)
+			before := openFDs(t)
+			if _, err := NewNVML(); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("NewNVML = %v; want an error with %q", err, want)
+			}
+			if n := children(t); n != 0 {
+				t.Fatalf("%d child processes left after a broken helper", n)
+			}
+			if after := openFDs(t); after != before {
+				t.Fatalf("%d descriptors open after a broken helper, %d before", after, before)
+			}
+		})
+	}
 	for mode, want := range map[string]string{
 		"garbage":     `answered "hello" to "init"`,
 		"long":        "over 512 bytes",
@@ -202,6 +254,7 @@ func TestNVMLHelperBroken(t *testing.T) {
 	} {
 		t.Run(mode, func(t *testing.T) {
 			installFakeHelper(t, mode, 0o755)
+			before := openFDs(t)
 			start := time.Now()
 			_, err := NewNVML()
 			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
@@ -213,11 +266,20 @@ func TestNVMLHelperBroken(t *testing.T) {
 			if n := children(t); n != 0 {
 				t.Fatalf("%d child processes left after a broken helper", n)
 			}
+			if after := openFDs(t); after != before {
+				t.Fatalf("%d descriptors open after a broken helper, %d before", after, before)
+			}
 		})
 	}
 }
 
 func TestNVMLHelperRefused(t *testing.T) {
+	before := openFDs(t)
+	defer func() {
+		if after := openFDs(t); after != before {
+			t.Errorf("%d descriptors open after the refusals, %d before", after, before)
+		}
+	}()
 	// Missing: the error says where it was looked for and how to build it.
 	dir := t.TempDir()
 	old := helperDir
