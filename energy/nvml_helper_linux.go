@@ -69,20 +69,21 @@ type helperNVML struct {
 
 // startHelper checks the helper at path and starts it. It must be a
 // regular file (not a symbolic link), owned by root or by this process's
-// effective uid, and writable by neither group nor others: it runs with
-// cordon's privileges. The file checked is the file started (through
-// its descriptor), whoever renames the directory's entries meanwhile.
+// effective uid, writable by neither group nor others, and neither
+// set-user-ID nor set-group-ID: it runs with cordon's privileges. Every
+// directory on the way to it is held to the same owners and modes (a
+// sticky directory, as /tmp, may be writable by others) and none may be a
+// symbolic link: whoever can rename one of them could put another file
+// in the helper's place. The file checked is the file started (through
+// its descriptor), whoever renames the directories' entries meanwhile.
 func startHelper(path string) (*helperNVML, error) { return startHelperHook(path, nil) }
 
 // startHelperHook is startHelper; checked, when not nil, runs between the
 // checks and the start (tests swap the file there).
 func startHelperHook(path string, checked func()) (*helperNVML, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openHelper(path)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, fmt.Errorf("no %s next to cordon (%s): GPU energy is read through that helper; build it there with 'CGO_ENABLED=0 go build -o %s ./cmd/cordon ./cmd/cordon-nvml'", NVMLHelper, path, filepath.Dir(path))
-		}
-		return nil, fmt.Errorf("opening the NVML helper: %v", err)
+		return nil, err
 	}
 	exe := os.NewFile(uintptr(fd), path)
 	defer exe.Close()
@@ -99,6 +100,8 @@ func startHelperHook(path string, checked func()) (*helperNVML, error) {
 		return nil, fmt.Errorf("the NVML helper %s is owned by uid %d, neither root nor this user (%d): not started", path, st.Uid, os.Geteuid())
 	case st.Mode&0o022 != 0:
 		return nil, fmt.Errorf("the NVML helper %s is writable by group or others (mode %#o): not started; chmod go-w it", path, st.Mode&0o7777)
+	case st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0:
+		return nil, fmt.Errorf("the NVML helper %s is set-user-ID or set-group-ID (mode %#o): not started; it runs with cordon's privileges: chmod ug-s it", path, st.Mode&0o7777)
 	case st.Mode&0o111 == 0:
 		return nil, fmt.Errorf("the NVML helper %s is not executable", path)
 	}
@@ -131,6 +134,59 @@ func startHelperHook(path string, checked func()) (*helperNVML, error) {
 	return &helperNVML{cmd: cmd, in: inW, out: outR, r: bufio.NewReaderSize(outR, 512)}, nil
 }
 
+// openHelper opens path (O_PATH, close-on-exec) one name at a time from
+// the root, without following a symbolic link, and checks each directory
+// on the way: owned by root or this user, and writable by neither group
+// nor others unless sticky. The caller checks the file itself.
+func openHelper(path string) (int, error) {
+	if !filepath.IsAbs(path) {
+		return -1, fmt.Errorf("the NVML helper %s is not an absolute path", path)
+	}
+	missing := func() error {
+		return fmt.Errorf("no %s next to cordon (%s): GPU energy is read through that helper; build it there with 'CGO_ENABLED=0 go build -o %s ./cmd/cordon ./cmd/cordon-nvml'", NVMLHelper, path, filepath.Dir(path))
+	}
+	dir, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("opening / on the way to the NVML helper: %v", err)
+	}
+	at := "/"
+	names := strings.Split(filepath.Clean(path)[1:], "/")
+	for i := 0; ; i++ {
+		var st unix.Stat_t
+		if err := unix.Fstat(dir, &st); err != nil {
+			unix.Close(dir)
+			return -1, fmt.Errorf("the directory %s on the way to the NVML helper: %v", at, err)
+		}
+		var bad, hint string
+		switch {
+		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+			bad, hint = "is a symbolic link", "; cordon looks for the helper in its executable's real directory"
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			bad = "is not a directory"
+		case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+			bad = fmt.Sprintf("is owned by uid %d, neither root nor this user (%d)", st.Uid, os.Geteuid())
+		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+			bad = fmt.Sprintf("is writable by group or others (mode %#o)", st.Mode&0o7777)
+			hint = fmt.Sprintf("; chmod go-w it, or install cordon and %s in a directory only root or you can write", NVMLHelper)
+		}
+		if bad != "" {
+			unix.Close(dir)
+			return -1, fmt.Errorf("the directory %s on the way to the NVML helper %s: not started%s", at, bad, hint)
+		}
+		fd, err := unix.Openat(dir, names[i], unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(dir)
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return -1, missing()
+		case err != nil:
+			return -1, fmt.Errorf("opening the NVML helper %s: %v", path, err)
+		case i == len(names)-1:
+			return fd, nil
+		}
+		dir, at = fd, filepath.Join(at, names[i])
+	}
+}
+
 // call sends one request and returns the "ok" answer's value ("" for a
 // bare "ok"). An "err" answer is an error; anything else, a timeout or
 // the helper's end kills the helper, and every later call fails.
@@ -160,6 +216,11 @@ func (h *helperNVML) call(req string, timeout time.Duration) (string, error) {
 		}
 		return broken(fmt.Errorf("answering %q: %v", req, err))
 	}
+	if h.r.Buffered() > 0 {
+		// The answer must be the only line: an extra one would be taken
+		// for the next request's answer.
+		return broken(fmt.Errorf("more than one answer to %q", req))
+	}
 	ans := string(line[:len(line)-1])
 	switch {
 	case ans == "ok":
@@ -167,7 +228,7 @@ func (h *helperNVML) call(req string, timeout time.Duration) (string, error) {
 	case strings.HasPrefix(ans, "ok "):
 		return ans[3:], nil
 	case strings.HasPrefix(ans, "err "):
-		return "", errors.New(ans[4:])
+		return "", errors.New(oneLine(ans[4:]))
 	}
 	return broken(fmt.Errorf("answered %q to %q", oneLine(ans), req))
 }

@@ -23,6 +23,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cordon-nvml: takes no arguments: cordon starts it to read NVIDIA GPUs' energy counters (docs/SPEC.md, \"NVML\")")
 		os.Exit(2)
 	}
+	if err := nvmldl.Isolate(); err != nil {
+		fmt.Fprintln(os.Stderr, "cordon-nvml: "+nvmldl.OneLine(err.Error()))
+		os.Exit(1)
+	}
 	if err := nvmldl.Serve(nvmldl.Load(), os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "cordon-nvml: "+nvmldl.OneLine(err.Error()))
 		os.Exit(1)
