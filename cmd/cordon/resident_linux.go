@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
+	"github.com/cordon-dev/cordon/evidence/entry"
 	"github.com/cordon-dev/cordon/grant"
 	"github.com/cordon-dev/cordon/internal/phase"
 	"github.com/cordon-dev/cordon/sandbox"
@@ -320,6 +321,7 @@ func poolWarm(e *env, args []string) error {
 	// runtime's signal thread and loop once per process (0.3 ms): they
 	// are started now, on SIGWINCH, whose disposition (ignored) Stop
 	// leaves as it was, so that the served exec finds them running.
+	warmCodecs()
 	warmSig := make(chan os.Signal, 1)
 	signal.Notify(warmSig, syscall.SIGWINCH)
 	signal.Stop(warmSig)
@@ -338,6 +340,22 @@ func poolWarm(e *env, args []string) error {
 		if served {
 			unix.Close(3)
 			return nil
+		}
+	}
+}
+
+// warmCodecs fills encoding/json's per-type caches for what a served exec
+// encodes and decodes (its journal's entries, the exec decision's record,
+// the slot's launch and its init's exit message), so that the caller
+// does not wait while they are built (about 0.2 ms of a served run,
+// measured). It depends on no caller's input; a type left out costs only
+// that time.
+func warmCodecs() {
+	sandbox.PrepareCodecs()
+	_ = grant.Decision{}.Record()
+	for _, b := range []entry.Body{entry.Command{}, entry.Outputs{}, entry.Meter{}, entry.PoolClaim{}} {
+		if v, err := entry.Encode(b); err == nil {
+			_ = v.AppendJCS(nil)
 		}
 	}
 }
