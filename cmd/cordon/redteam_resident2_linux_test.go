@@ -294,8 +294,16 @@ func TestKnownLimitationResidentSignalledCaller(t *testing.T) {
 			code = ee.ExitCode() // -1: killed by a signal
 		}
 		waitFor(t, 10*time.Second, "the run outlived its caller by 10 s", func() bool { return len(findProc("sleep\x007.6543")) == 0 })
-		time.Sleep(500 * time.Millisecond)
-		later, _ := os.ReadFile(j)
+		// Cold, the journal must not change in the 0.5 s after the
+		// caller's exit; served, it must hold the command entry within
+		// them (polled: done as soon as it does).
+		var later []byte
+		for deadline := time.Now().Add(500 * time.Millisecond); ; time.Sleep(20 * time.Millisecond) {
+			later, _ = os.ReadFile(j)
+			if time.Now().After(deadline) || (served && strings.Contains(string(later), `"type":"command"`)) {
+				break
+			}
+		}
 		stderr, _ := os.ReadFile(errFile.Name())
 		errFile.Close()
 		if !served && (code != c.code || string(atExit) != string(later) || alive) {

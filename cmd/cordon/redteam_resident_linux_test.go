@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -619,10 +620,11 @@ func rtFlip() {
 	}
 }
 
-// rtListen listens on path (as this process, root in the test) and hands
-// each connection's first bytes to got; answer, if not empty, is written
-// back first.
-func rtListen(t *testing.T, path, answer string, got func([]byte)) {
+// rtListen listens on path (as this process, root in the test), calls
+// accepted for each connection, writes answer to it if answer is not
+// empty (a warm process speaks first: "ready PID" or "decline …"), and
+// then hands the connection's first bytes to got.
+func rtListen(t *testing.T, path, answer string, accepted func(), got func([]byte)) {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -642,8 +644,12 @@ func rtListen(t *testing.T, path, answer string, got func([]byte)) {
 			if err != nil {
 				return
 			}
+			accepted()
 			go func() {
 				defer unix.Close(cfd)
+				if answer != "" {
+					_, _ = unix.Write(cfd, []byte(answer))
+				}
 				buf := make([]byte, 64<<10)
 				oob := make([]byte, unix.CmsgSpace(4*4))
 				n, oobn, _, _, _ := unix.Recvmsg(cfd, buf, oob, unix.MSG_CMSG_CLOEXEC)
@@ -660,9 +666,6 @@ func rtListen(t *testing.T, path, answer string, got func([]byte)) {
 				if n > 0 {
 					got(buf[:n])
 				}
-				if answer != "" {
-					_, _ = unix.Write(cfd, []byte(answer))
-				}
 			}()
 		}
 	}()
@@ -676,8 +679,12 @@ func rtListen(t *testing.T, path, answer string, got func([]byte)) {
 // (keys, tokens) and its standard streams — to another root daemon's
 // socket. Here uid 1001 owns the directory holding the state directory's
 // name, and flips it between root's real state directory (served by a
-// listener that answers "exit 0") and its own, whose pool/exec.sock is a
-// symlink to a root daemon's socket.
+// listener that declines at once, so that its caller starts cold without
+// waiting) and its own, whose pool/exec.sock is a symlink to a root
+// daemon's socket. The daemon must get no connection at all: one
+// connection is the race won (a caller that then waits for "ready", as
+// the client does since the nonce, would send its request to a daemon
+// that spoke the protocol).
 func TestRedteamResidentClientPathSwap(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the attacker runs as another uid")
@@ -695,13 +702,15 @@ func TestRedteamResidentClientPathSwap(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(real, "pool"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rtListen(t, filepath.Join(real, "pool", handoff.SocketName), "exit 0\n", func([]byte) {})
+	var served atomic.Int64
+	rtListen(t, filepath.Join(real, "pool", handoff.SocketName), "decline a stand-in for the server\n", func() { served.Add(1) }, func([]byte) {})
 	daemonDir := filepath.Join(base, "daemon")
 	if err := os.Mkdir(daemonDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	leaked := make(chan string, 1)
-	rtListen(t, filepath.Join(daemonDir, "d.sock"), "", func(b []byte) {
+	var reached atomic.Int64
+	rtListen(t, filepath.Join(daemonDir, "d.sock"), "", func() { reached.Add(1) }, func(b []byte) {
 		if i := strings.Index(string(b), "RT_SECRET="); i >= 0 {
 			select {
 			case leaked <- string(b[i:min(len(b), i+40)]):
@@ -750,23 +759,34 @@ func TestRedteamResidentClientPathSwap(t *testing.T) {
 		_ = flip.Wait()
 	})
 	// Root runs cordon exec on that state directory, again and again (an
-	// agent's commands); cold, its --grants fails at once.
+	// agent's commands); cold, its --grants fails at once, and so does a
+	// hand-off to the real directory's stand-in, which declines. 1000
+	// runs, or 40 s if the machine is too slow for them (before the
+	// stand-in declined, a caller that reached it waited the 5 s of
+	// handoff.WaitEnv: 40 s gave 16 runs). Unfixed (connecting by path
+	// after checking by descriptor), the daemon is reached within a few
+	// dozen runs.
 	state := filepath.Join(att, "st")
 	deadline := time.Now().Add(40 * time.Second)
 	runs := 0
-	for time.Now().Before(deadline) {
+	for ; runs < 1000 && time.Now().Before(deadline); runs++ {
 		cmd := residentCmd(t, "exec", "--state", state, "--grants", "/nonexistent", "--", "true")
 		cmd.Env = append(cmd.Env, "RT_SECRET=root-token-0123456789")
 		_ = cmd.Run()
-		runs++
 		select {
 		case got := <-leaked:
-			t.Fatalf("after %d runs, root's request reached another root daemon's socket through the state directory's parent: %q", runs, got)
+			t.Fatalf("after %d runs, root's request reached another root daemon's socket through the state directory's parent: %q", runs+1, got)
 		default:
+		}
+		if n := reached.Load(); n > 0 {
+			t.Fatalf("after %d runs, root's caller connected to another root daemon's socket through the state directory's parent (%d connections)", runs+1, n)
 		}
 	}
 	if flipErr.Len() > 0 {
 		t.Fatalf("the attacker's flips failed: %s", flipErr.String())
 	}
-	t.Logf("%d runs, no request reached the daemon", runs)
+	if served.Load() == 0 {
+		t.Fatalf("%d runs, none handed off to the real state directory's server: the race was never run", runs)
+	}
+	t.Logf("%d runs, %d of them handed off to the real state directory's server, no connection reached the daemon", runs, served.Load())
 }

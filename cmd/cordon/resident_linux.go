@@ -194,7 +194,12 @@ func (rc *residentChildren) one(ctx context.Context) error {
 		gw.Close()
 		return err
 	}
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "CORDON_RESIDENT=" + handoff.Off, handoff.NonceEnv + "=" + hex.EncodeToString(nb[:])}
+	// GORACE: a race-detector build would otherwise sleep a second at
+	// the warm process's exit (after each served run, with the caller's
+	// streams still held); 50 ms, as CI gives every other race-built
+	// cordon. Other builds ignore it, and a served run gets the caller's
+	// environment, not this one.
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "CORDON_RESIDENT=" + handoff.Off, handoff.NonceEnv + "=" + hex.EncodeToString(nb[:]), "GORACE=atexit_sleep_ms=50"}
 	cmd.Stdout = nil
 	cmd.Stderr = rc.stderr
 	// 3: the listener, 4: the grant set, 5: the lifeline (a warm process

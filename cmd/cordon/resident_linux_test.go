@@ -36,6 +36,13 @@ func residentCmd(t *testing.T, args ...string) *exec.Cmd {
 	// A loaded machine (CI) may not run an idle warm process within the
 	// default 10 ms: the tests that want a served run wait longer.
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=" + t.TempDir(), "LANG=C.UTF-8", handoff.WaitEnv + "=5000"}
+	// The race detector's options (CI's GORACE=atexit_sleep_ms=50): a
+	// race-built cordon otherwise sleeps a second at every exit, and these
+	// tests start hundreds of them, one after another (a server's stop
+	// waits for its own exit, a probe for its cold run's).
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		cmd.Env = append(cmd.Env, "GORACE="+v)
+	}
 	return cmd
 }
 

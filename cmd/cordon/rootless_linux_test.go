@@ -26,6 +26,7 @@ func TestRootlessExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(args ...string) *exec.Cmd { return exec.Command(bin, args...) }
+	usedState := "" // as root: the state directory the user's cordon must use
 	caller := os.Geteuid()
 	if caller == 0 {
 		name := os.Getenv("CORDON_TEST_ROOTLESS_USER")
@@ -66,8 +67,17 @@ func TestRootlessExec(t *testing.T) {
 		if err := os.Chown(state, caller, caller); err != nil {
 			t.Fatal(err)
 		}
+		usedState = state
 		run = func(args ...string) *exec.Cmd {
-			cmd := exec.Command("setpriv", append([]string{"--reuid=" + u.Uid, "--regid=" + u.Gid, "--init-groups", "--reset-env", copied}, args...)...)
+			// --reset-env clears the environment: the state directory
+			// is given again after it, and CI's GORACE (a race-built
+			// cordon sleeps a second at exit without it).
+			prog := []string{"/usr/bin/env", "CORDON_STATE=" + state}
+			if v, ok := os.LookupEnv("GORACE"); ok {
+				prog = append(prog, "GORACE="+v)
+			}
+			prog = append(prog, copied)
+			cmd := exec.Command("setpriv", append(append([]string{"--reuid=" + u.Uid, "--regid=" + u.Gid, "--init-groups", "--reset-env"}, prog...), args...)...)
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + u.HomeDir, "CORDON_STATE=" + state}
 			cmd.Dir = dir
 			return cmd
@@ -81,6 +91,11 @@ func TestRootlessExec(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("cordon exec as uid %d: %v\n%s", caller, err, stderr.String())
+	}
+	if usedState != "" {
+		if _, err := os.Stat(filepath.Join(usedState, "runs")); err != nil {
+			t.Fatalf("cordon exec as uid %d did not use the state directory %s: %v", caller, usedState, err)
+		}
 	}
 	m := regexp.MustCompile(`^1000\n +0 +(\d+) +1\n +1 +(\d+) +65535\n$`).FindStringSubmatch(stdout.String())
 	if m == nil || m[1] != strconv.Itoa(caller) {
