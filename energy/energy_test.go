@@ -176,7 +176,7 @@ func TestNVML(t *testing.T) {
 		t.Errorf("no binding: %v", err)
 	}
 	// This machine: no GPU, or a working meter; never a silent zero.
-	if m, err := NewNVML(); err != nil {
+	if m, err := NewNVML(context.Background()); err != nil {
 		if !errors.Is(err, ErrUnavailable) {
 			t.Errorf("NewNVML on this host: %v does not wrap ErrUnavailable", err)
 		}

@@ -1,8 +1,10 @@
 package energy
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // nvmlAPI is the part of NVML cordon uses; nvml_helper_linux.go binds it
@@ -27,7 +29,39 @@ type NVML struct {
 // to cordon's executable, which loads the library at run time. It fails
 // with ErrUnavailable when the helper, the library, a device or the
 // energy counter is missing — never by reporting zero.
-func NewNVML() (*NVML, error) { return newNVML(loadNVML()) }
+//
+// Opening stops when ctx ends (the helper is killed and the meter is
+// unavailable); once it has returned, ctx no longer matters: a run
+// interrupted after its meters were opened still reads them for its seal.
+func NewNVML(ctx context.Context) (*NVML, error) {
+	api := loadNVML()
+	if i, ok := api.(interruptible); ok {
+		var done sync.WaitGroup
+		done.Add(1)
+		stop := context.AfterFunc(ctx, func() {
+			defer done.Done()
+			i.interrupt()
+		})
+		defer func() {
+			if !stop() {
+				done.Wait() // it ran, or runs now: let it finish before the reset
+			}
+			i.reset()
+		}()
+	}
+	if err := ctx.Err(); err != nil {
+		api.Shutdown()
+		return nil, fmt.Errorf("%w: NVML: %v", ErrUnavailable, err)
+	}
+	return newNVML(api)
+}
+
+// interruptible is an nvmlAPI whose calls can be cut short (the helper's):
+// interrupt makes a call in progress, and every call until reset, fail.
+type interruptible interface {
+	interrupt()
+	reset()
+}
 
 func newNVML(api nvmlAPI) (*NVML, error) {
 	if api == nil {

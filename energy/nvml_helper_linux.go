@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -65,7 +66,20 @@ type helperNVML struct {
 	r     *bufio.Reader
 	dead  error // set once the helper failed the protocol or closed: every call fails
 	ended bool  // the helper was waited for
+	// interrupted is set while the meter's opening is cut short (its
+	// context ended): a call then fails at once (interrupt).
+	interrupted atomic.Bool
 }
+
+// interrupt makes the call in progress fail now, and every call until
+// reset: its deadlines pass at once.
+func (h *helperNVML) interrupt() {
+	h.interrupted.Store(true)
+	h.in.SetWriteDeadline(time.Now())
+	h.out.SetReadDeadline(time.Now())
+}
+
+func (h *helperNVML) reset() { h.interrupted.Store(false) }
 
 // startHelper checks the helper at path and starts it. It must be a
 // regular file (not a symbolic link), owned by root or by this process's
@@ -202,12 +216,21 @@ func (h *helperNVML) call(req string, timeout time.Duration) (string, error) {
 		return "", h.dead
 	}
 	h.in.SetWriteDeadline(time.Now().Add(timeout))
+	if h.interrupted.Load() {
+		return broken(fmt.Errorf("interrupted before sending %q", req))
+	}
 	if _, err := h.in.WriteString(req + "\n"); err != nil {
 		return broken(fmt.Errorf("sending %q: %v", req, err))
 	}
 	h.out.SetReadDeadline(time.Now().Add(timeout))
+	if h.interrupted.Load() { // after the deadlines: an interrupt from now on passes them
+		return broken(fmt.Errorf("interrupted before the answer to %q", req))
+	}
 	line, err := h.r.ReadSlice('\n')
 	if err != nil {
+		if h.interrupted.Load() {
+			return broken(fmt.Errorf("interrupted before the answer to %q", req))
+		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return broken(fmt.Errorf("no answer to %q within %v", req, timeout))
 		}

@@ -3,6 +3,7 @@
 package energy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -169,7 +170,7 @@ func openFDs(t *testing.T) int {
 
 func TestNVMLHelper(t *testing.T) {
 	installFakeHelper(t, "serve", 0o755)
-	m, err := NewNVML()
+	m, err := NewNVML(context.Background())
 	if err != nil {
 		t.Fatalf("NewNVML through the helper: %v", err)
 	}
@@ -207,7 +208,7 @@ func TestNVMLHelper(t *testing.T) {
 func TestNVMLHelperEnvironment(t *testing.T) {
 	installFakeHelper(t, "env", 0o755)
 	t.Setenv("CORDON_TEST_NVML_ENV", "seen")
-	_, err := NewNVML()
+	_, err := NewNVML(context.Background())
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "seen") {
 		t.Fatalf("NewNVML = %v; want ErrUnavailable naming the helper's answer", err)
 	}
@@ -231,7 +232,7 @@ func TestNVMLHelperBroken(t *testing.T) {
 			installFakeHelper(t, "energy as", 0o755)
 			t.Setenv("CORDON_TEST_NVML_ANSWER", answer)
 			before := openFDs(t)
-			if _, err := NewNVML(); err == nil || !strings.Contains(err.Error(), want) {
+			if _, err := NewNVML(context.Background()); err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("NewNVML = %v; want an error with %q", err, want)
 			}
 			if n := children(t); n != 0 {
@@ -256,7 +257,7 @@ func TestNVMLHelperBroken(t *testing.T) {
 			installFakeHelper(t, mode, 0o755)
 			before := openFDs(t)
 			start := time.Now()
-			_, err := NewNVML()
+			_, err := NewNVML(context.Background())
 			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("NewNVML = %v; want ErrUnavailable with %q", err, want)
 			}
@@ -284,7 +285,7 @@ func TestNVMLHelperRefused(t *testing.T) {
 	dir := t.TempDir()
 	old := helperDir
 	helperDir = func() (string, error) { return dir, nil }
-	_, err := NewNVML()
+	_, err := NewNVML(context.Background())
 	helperDir = old
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no cordon-nvml next to cordon ("+dir) || !strings.Contains(err.Error(), "go build -o "+dir) {
 		t.Fatalf("no helper: %v", err)
@@ -304,7 +305,7 @@ func TestNVMLHelperRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			installFakeHelper(t, "serve", c.perm)
-			if _, err := NewNVML(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), c.want) {
+			if _, err := NewNVML(context.Background()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("NewNVML = %v; want ErrUnavailable with %q", err, c.want)
 			}
 		})
@@ -318,7 +319,7 @@ func TestNVMLHelperRefused(t *testing.T) {
 		if err := os.Symlink(real, path); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewNVML(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "symbolic link") {
+		if _, err := NewNVML(context.Background()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "symbolic link") {
 			t.Fatalf("NewNVML = %v; want a refused symbolic link", err)
 		}
 	})
@@ -330,7 +331,7 @@ func TestNVMLHelperRefused(t *testing.T) {
 		if err := os.Chmod(dir, 0o777); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewNVML(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "the directory "+dir+" on the way to the NVML helper is writable by group or others") {
+		if _, err := NewNVML(context.Background()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "the directory "+dir+" on the way to the NVML helper is writable by group or others") {
 			t.Fatalf("NewNVML = %v; want a refused directory %s", err, dir)
 		}
 		// A sticky directory (as /tmp) keeps others from renaming what
@@ -339,7 +340,7 @@ func TestNVMLHelperRefused(t *testing.T) {
 		if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
 			t.Fatal(err)
 		}
-		m, err := NewNVML()
+		m, err := NewNVML(context.Background())
 		if err != nil {
 			t.Fatalf("NewNVML in a sticky directory: %v", err)
 		}
@@ -353,14 +354,14 @@ func TestNVMLHelperRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		helperDir = func() (string, error) { return link, nil }
-		if _, err := NewNVML(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "the directory "+link+" on the way to the NVML helper is a symbolic link") {
+		if _, err := NewNVML(context.Background()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "the directory "+link+" on the way to the NVML helper is a symbolic link") {
 			t.Fatalf("NewNVML = %v; want a refused symbolic link %s", err, link)
 		}
 	})
 	t.Run("relative directory", func(t *testing.T) {
 		installFakeHelper(t, "serve", 0o755)
 		helperDir = func() (string, error) { return "bin", nil }
-		if _, err := NewNVML(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not an absolute path") {
+		if _, err := NewNVML(context.Background()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not an absolute path") {
 			t.Fatalf("NewNVML = %v; want a refused relative path", err)
 		}
 	})
@@ -368,7 +369,7 @@ func TestNVMLHelperRefused(t *testing.T) {
 		path := installFakeHelper(t, "serve", 0o755)
 		os.Remove(path)
 		os.Mkdir(path, 0o755)
-		if _, err := NewNVML(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not a regular file") {
+		if _, err := NewNVML(context.Background()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not a regular file") {
 			t.Fatalf("NewNVML = %v; want a refused directory", err)
 		}
 	})
@@ -384,7 +385,7 @@ func TestNVMLHelperOtherOwnerNeedsRoot(t *testing.T) {
 	if err := os.Chown(path, 4321, 4321); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewNVML(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "owned by uid 4321") {
+	if _, err := NewNVML(context.Background()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "owned by uid 4321") {
 		t.Fatalf("NewNVML = %v; want a refused helper owned by uid 4321", err)
 	}
 }
@@ -442,11 +443,11 @@ func TestNVMLHelperRealLibrary(t *testing.T) {
 	dir := realHelper(t)
 	// Without the library on the loader's path: unavailable, naming it.
 	t.Setenv("LD_LIBRARY_PATH", "")
-	if _, err := NewNVML(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), nvmldl.Library) {
+	if _, err := NewNVML(context.Background()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), nvmldl.Library) {
 		t.Fatalf("no library: NewNVML = %v; want ErrUnavailable naming %s", err, nvmldl.Library)
 	}
 	t.Setenv("LD_LIBRARY_PATH", dir)
-	m, err := NewNVML()
+	m, err := NewNVML(context.Background())
 	if err != nil {
 		t.Fatalf("NewNVML through the real helper: %v", err)
 	}
@@ -469,7 +470,7 @@ func TestNVMLHelperRealLibrary(t *testing.T) {
 	}
 	// A counter the GPU does not have: unavailable, with NVML's words.
 	t.Setenv("FAKE_NVML_UNSUPPORTED", "1")
-	if _, err := NewNVML(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "Not Supported (NVML error 3)") {
+	if _, err := NewNVML(context.Background()); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "Not Supported (NVML error 3)") {
 		t.Fatalf("no energy counter: NewNVML = %v", err)
 	}
 	if n := children(t); n != 0 {
@@ -535,7 +536,7 @@ func TestNVMLHelperOnlyStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	m, err := NewNVML()
+	m, err := NewNVML(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +567,7 @@ func TestNVMLHelperOnlyStdio(t *testing.T) {
 func TestNVMLHelperSurvivesSignals(t *testing.T) {
 	dir := realHelper(t)
 	t.Setenv("LD_LIBRARY_PATH", dir)
-	m, err := NewNVML()
+	m, err := NewNVML(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,7 +600,7 @@ func TestNVMLHelperConcurrent(t *testing.T) {
 	installFakeHelper(t, "serve", 0o755)
 	var ms [3]*NVML
 	for i := range ms {
-		m, err := NewNVML()
+		m, err := NewNVML(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -647,5 +648,53 @@ func TestNVMLHelperConcurrent(t *testing.T) {
 	}
 	if n := children(t); n != 0 {
 		t.Fatalf("%d child processes after Close", n)
+	}
+}
+
+// TestNVMLHelperOpeningInterrupted: the meter's opening ends with its
+// context: a helper that does not answer is killed and reaped at once,
+// well before its timeout, and the meter is unavailable; a context that
+// ends after the opening does not touch the open meter.
+func TestNVMLHelperOpeningInterrupted(t *testing.T) {
+	oldInit := helperInitTimeout
+	helperInitTimeout = 30 * time.Second
+	t.Cleanup(func() { helperInitTimeout = oldInit })
+	installFakeHelper(t, "hang", 0o755)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := NewNVML(ctx)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("NewNVML with an ended context = %v; want ErrUnavailable, interrupted", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the opening took %v after its context ended at 300ms", d)
+	}
+	if n := children(t); n != 0 {
+		t.Fatalf("%d child processes after an interrupted opening", n)
+	}
+	// Already ended: refused before anything is asked.
+	if _, err := NewNVML(ctx); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "canceled") {
+		t.Fatalf("NewNVML with a context already ended = %v", err)
+	}
+	if n := children(t); n != 0 {
+		t.Fatalf("%d child processes after a refused opening", n)
+	}
+
+	// Open, then the context ends: the meter still reads (a run
+	// interrupted after its meters were opened seals with them).
+	installFakeHelper(t, "serve", 0o755)
+	ctx, cancel = context.WithCancel(context.Background())
+	m, err := NewNVML(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := m.Read(); err != nil {
+		t.Fatalf("a read after the opening's context ended: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -32,7 +32,7 @@ func (ms Meters) Close() {
 // under powercap ("" is energy.DefaultPowercap) for class cpu, NVML for
 // class gpu. A class no meter serves is left out, with why. Only the
 // classes asked for are looked up: loading NVML costs a library search.
-func HostMeters(powercap string, classes []string) (Meters, map[string]string) {
+func HostMeters(ctx context.Context, powercap string, classes []string) (Meters, map[string]string) {
 	ms, why := Meters{}, map[string]string{}
 	for _, c := range classes {
 		switch c {
@@ -43,7 +43,7 @@ func HostMeters(powercap string, classes []string) (Meters, map[string]string) {
 				why[c] = err.Error()
 			}
 		case "gpu":
-			if n, err := energy.NewNVML(); err == nil {
+			if n, err := energy.NewNVML(ctx); err == nil {
 				ms[c] = n
 			} else {
 				why[c] = err.Error()

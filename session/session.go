@@ -122,7 +122,7 @@ type Config struct {
 	// (egress.Config.MaxRecords); 0 means egress.DefaultMaxRecords.
 	MaxEgress int64
 	// Meters are the hardware meters, by device class; nil means
-	// HostMeters(Powercap, the classes the grant set can use). Use
+	// HostMeters(ctx, Powercap, the classes the grant set can use). Use
 	// Meters{} for none.
 	Meters Meters
 	// Powercap is the powercap tree HostMeters reads ("" is
@@ -179,7 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 	var why map[string]string
 	classes := classesOf(cfg.Grants)
 	if meters == nil {
-		meters, why = HostMeters(cfg.Powercap, classes)
+		meters, why = HostMeters(ctx, cfg.Powercap, classes)
 	}
 	m, err := startMeters(ctx, meters, why, classes)
 	if err != nil {
