@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/cordon-dev/cordon/cmd/cordon/internal/handoff"
 	"github.com/cordon-dev/cordon/internal/phase"
 )
 
@@ -13,7 +14,7 @@ import (
 // CLOCK_MONOTONIC) at which the caller started cordon; cordon then
 // records where its time goes and prints it at exit (package phase,
 // scripts/bench-phases).
-const phasesEnv = "CORDON_PHASES"
+const phasesEnv = handoff.PhasesEnv
 
 // startPhases enables phase marks when the caller asked for them.
 func startPhases() {
