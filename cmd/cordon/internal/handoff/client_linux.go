@@ -25,13 +25,6 @@ func init() {
 	}
 }
 
-// PhasesEnv names the variable that asks cordon for its phase marks
-// (package internal/phase): the monotonic time of the caller's spawn, in
-// nanoseconds. A served caller then records when each step of the
-// hand-off ended and prints them after the warm process's marks, as
-// "cordon: phase NS hand-off: STEP" (scripts/bench-phases).
-const PhasesEnv = "CORDON_PHASES"
-
 // handoffMarks are the hand-off's phase marks; nil unless PhasesEnv asks.
 type handoffMarks struct {
 	t0   int64

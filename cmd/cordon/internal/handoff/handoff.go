@@ -73,6 +73,13 @@ const ReadyWait = 10
 // WaitEnv names the variable that sets the wait for "ready".
 const WaitEnv = "CORDON_RESIDENT_WAIT"
 
+// PhasesEnv names the variable that asks cordon for its phase marks
+// (package internal/phase): the monotonic time of the caller's spawn, in
+// nanoseconds. A served caller then records when each step of the
+// hand-off ended and prints them after the warm process's marks, as
+// "cordon: phase NS hand-off: STEP" (scripts/bench-phases).
+const PhasesEnv = "CORDON_PHASES"
+
 // Wait is the wait for "ready" that env asks for, in milliseconds.
 func Wait(env []string) int {
 	if n, ok := parseDecimal(Getenv(env, WaitEnv)); ok && n >= 1 && n <= 10000 {
